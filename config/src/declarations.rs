@@ -1,0 +1,547 @@
+//! The declarations of a Migration, read leniently from its JSON form so that every problem
+//! can be reported at once instead of stopping at the first that a strict parser meets.
+
+use serde_json::{Map, Value};
+
+use crate::problems::{Problem, ProblemCode};
+use crate::series::{Release, Series, VersionError};
+use crate::{Footprint, Stage};
+
+/// The keys a `versions` mapping must hold, exactly.
+pub const VERSIONS_KEYS: [&str; 3] = ["minimum", "from", "to"];
+/// The keys an action declaration may hold.
+pub const DECLARATION_KEYS: [&str; 5] = ["id", "tag", "runMode", "versions", "config"];
+
+/// The document is not a Migration at all, so there is nothing to validate.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ManifestError {
+    /// The document is not a mapping.
+    #[error("the document is not a mapping")]
+    NotAMapping,
+    /// `apiVersion`/`kind` are not a served Migration version.
+    #[error(
+        "apiVersion {api_version:?} kind {kind:?} is not a Migration: expected kind Migration in stagehand.dev/v1beta1 or stagehand.dev/v1alpha1"
+    )]
+    NotAMigration {
+        /// What the document says.
+        api_version: String,
+        /// What the document says.
+        kind: String,
+    },
+    /// A part of the document has the wrong shape.
+    #[error("{path}: {message}")]
+    Shape {
+        /// Where, e.g. `spec.actions.pre`.
+        path: String,
+        /// What shape was expected.
+        message: String,
+    },
+}
+
+/// One action declaration as written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Declaration {
+    /// Its position in `actions.<stage>`.
+    pub index: usize,
+    /// The action id, when there is one.
+    pub id: Option<String>,
+    /// The tag, when there is one.
+    pub tag: Option<String>,
+    /// The runMode, when there is one.
+    pub run_mode: Option<String>,
+    /// The bounds that parsed, in the order minimum, from, to.
+    pub minimum: Option<Series>,
+    /// See [`Declaration::minimum`].
+    pub from: Option<Series>,
+    /// See [`Declaration::minimum`].
+    pub to: Option<Series>,
+    /// The action's config (an empty object when left out).
+    pub config: Value,
+}
+
+/// One `actionsSkip` entry as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkipEntry {
+    /// Its position in `actionsSkip.<stage>`.
+    pub index: usize,
+    /// The id it skips, when there is one.
+    pub id: Option<String>,
+    /// The tag it skips (`None`: an untagged declaration).
+    pub tag: Option<String>,
+}
+
+/// The declarations and opt-outs of one stage.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StageDeclarations {
+    /// The actions, in order.
+    pub actions: Vec<Declaration>,
+    /// The opt-outs.
+    pub skips: Vec<SkipEntry>,
+}
+
+/// The declarations of a Migration's spec, with the problems found while reading them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Declarations {
+    /// The release being deployed, when it parsed.
+    pub release_version: Option<Release>,
+    /// The adopted release, when one is given and it parsed.
+    pub installed_release: Option<Release>,
+    /// The `pre` stage.
+    pub pre: StageDeclarations,
+    /// The `post` stage.
+    pub post: StageDeclarations,
+    /// Problems met while reading (missing ids, versions keys, invalid versions, ...).
+    pub problems: Vec<Problem>,
+}
+
+/// What a Migration's status has recorded.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Recorded {
+    /// The release whose post stage last succeeded.
+    pub last_migrated: Option<Release>,
+    /// Every recorded footprint.
+    pub history: Vec<Footprint>,
+}
+
+impl Declarations {
+    /// The declarations of one stage.
+    pub fn stage(&self, stage: Stage) -> &StageDeclarations {
+        match stage {
+            Stage::Pre => &self.pre,
+            Stage::Post => &self.post,
+        }
+    }
+
+    /// Reads a Migration `spec` (as JSON).
+    pub fn from_spec(spec: &Value) -> Result<Self, ManifestError> {
+        let spec = as_object(spec, "spec")?;
+        let mut out = Declarations::default();
+        match spec.get("releaseVersion") {
+            None | Some(Value::Null) => out.problems.push(Problem::top(
+                ProblemCode::InvalidVersion,
+                "releaseVersion",
+                "releaseVersion is missing: set it to the release being deployed, e.g. \"v1.18.0\"",
+            )),
+            Some(v) => out.release_version = release_field(v, "releaseVersion", &mut out.problems),
+        }
+        if let Some(v) = spec.get("installedRelease").filter(|v| !v.is_null()) {
+            out.installed_release = release_field(v, "installedRelease", &mut out.problems);
+        }
+        let actions = optional_object(spec, "actions", "spec.actions")?;
+        let skips = optional_object(spec, "actionsSkip", "spec.actionsSkip")?;
+        for stage in Stage::ALL {
+            let list = optional_list(actions, stage.as_str(), &format!("spec.actions.{stage}"))?;
+            let decls = list
+                .iter()
+                .enumerate()
+                .map(|(index, entry)| read_declaration(stage, index, entry, &mut out.problems))
+                .collect();
+            let list = optional_list(skips, stage.as_str(), &format!("spec.actionsSkip.{stage}"))?;
+            let skip_entries = list
+                .iter()
+                .enumerate()
+                .map(|(index, entry)| read_skip(stage, index, entry, &mut out.problems))
+                .collect();
+            let target = match stage {
+                Stage::Pre => &mut out.pre,
+                Stage::Post => &mut out.post,
+            };
+            target.actions = decls;
+            target.skips = skip_entries;
+        }
+        Ok(out)
+    }
+}
+
+impl Recorded {
+    /// Reads what a Migration `status` (as JSON) has recorded; a missing status records nothing.
+    pub fn from_status(status: Option<&Value>) -> Result<Self, ManifestError> {
+        let Some(status) = status.filter(|s| !s.is_null()) else {
+            return Ok(Self::default());
+        };
+        let status = as_object(status, "status")?;
+        let last_migrated = match status.get("lastMigratedRelease") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) if s.is_empty() => None,
+            Some(Value::String(s)) => {
+                Some(Release::parse(s).map_err(|e| ManifestError::Shape {
+                    path: "status.lastMigratedRelease".into(),
+                    message: e.to_string(),
+                })?)
+            }
+            Some(_) => {
+                return Err(ManifestError::Shape {
+                    path: "status.lastMigratedRelease".into(),
+                    message: "must be a string".into(),
+                });
+            }
+        };
+        let mut history = Vec::new();
+        if let Some(entries) = status.get("history").filter(|v| !v.is_null()) {
+            let entries = entries.as_array().ok_or_else(|| ManifestError::Shape {
+                path: "status.history".into(),
+                message: "must be a list".into(),
+            })?;
+            for (i, entry) in entries.iter().enumerate() {
+                let path = format!("status.history[{i}]");
+                let entry = as_object(entry, &path)?;
+                let stage = match entry.get("stage").and_then(Value::as_str) {
+                    Some("pre") => Stage::Pre,
+                    Some("post") => Stage::Post,
+                    _ => {
+                        return Err(ManifestError::Shape {
+                            path: format!("{path}.stage"),
+                            message: "must be pre or post".into(),
+                        });
+                    }
+                };
+                let id = entry.get("id").and_then(Value::as_str).ok_or_else(|| {
+                    ManifestError::Shape {
+                        path: format!("{path}.id"),
+                        message: "must be a string".into(),
+                    }
+                })?;
+                history.push(Footprint {
+                    stage,
+                    id: id.to_string(),
+                    tag: entry.get("tag").and_then(Value::as_str).map(str::to_string),
+                    run_mode: entry
+                        .get("runMode")
+                        .and_then(Value::as_str)
+                        .map(str::to_string),
+                });
+            }
+        }
+        Ok(Self {
+            last_migrated,
+            history,
+        })
+    }
+}
+
+/// Reads a whole Migration manifest: checks apiVersion and kind, then reads spec and status.
+pub fn read_manifest(doc: &Value) -> Result<(Declarations, Recorded), ManifestError> {
+    let obj = doc.as_object().ok_or(ManifestError::NotAMapping)?;
+    let api_version = obj
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default();
+    let served = matches!(
+        api_version,
+        "stagehand.dev/v1beta1" | "stagehand.dev/v1alpha1"
+    );
+    if !served || kind != "Migration" {
+        return Err(ManifestError::NotAMigration {
+            api_version: api_version.into(),
+            kind: kind.into(),
+        });
+    }
+    let spec = obj.get("spec").ok_or_else(|| ManifestError::Shape {
+        path: "spec".into(),
+        message: "is missing".into(),
+    })?;
+    Ok((
+        Declarations::from_spec(spec)?,
+        Recorded::from_status(obj.get("status"))?,
+    ))
+}
+
+fn as_object<'a>(v: &'a Value, path: &str) -> Result<&'a Map<String, Value>, ManifestError> {
+    v.as_object().ok_or_else(|| ManifestError::Shape {
+        path: path.into(),
+        message: "must be a mapping".into(),
+    })
+}
+
+fn optional_object<'a>(
+    parent: &'a Map<String, Value>,
+    key: &str,
+    path: &str,
+) -> Result<Option<&'a Map<String, Value>>, ManifestError> {
+    match parent.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => as_object(v, path).map(Some),
+    }
+}
+
+fn optional_list<'a>(
+    parent: Option<&'a Map<String, Value>>,
+    key: &str,
+    path: &str,
+) -> Result<&'a [Value], ManifestError> {
+    match parent.and_then(|p| p.get(key)) {
+        None | Some(Value::Null) => Ok(&[]),
+        Some(Value::Array(items)) => Ok(items),
+        Some(_) => Err(ManifestError::Shape {
+            path: path.into(),
+            message: "must be a list".into(),
+        }),
+    }
+}
+
+/// Describes a non-string version value, with the YAML-number hint where it applies.
+fn not_a_string(v: &Value) -> String {
+    match v {
+        Value::Number(n) => format!(
+            "is the number {n}, not a version: YAML reads an unquoted version as a number (1.10 becomes 1.1); quote it, e.g. \"v{n}\""
+        ),
+        other => format!("must be a quoted version string, not {other}"),
+    }
+}
+
+fn release_field(v: &Value, field: &str, problems: &mut Vec<Problem>) -> Option<Release> {
+    let message = match v {
+        Value::String(s) => match Release::parse(s) {
+            Ok(r) => return Some(r),
+            Err(e) => e.to_string(),
+        },
+        other => not_a_string(other),
+    };
+    problems.push(Problem::top(
+        ProblemCode::InvalidVersion,
+        field,
+        format!("{field} {message}"),
+    ));
+    None
+}
+
+fn string_key(
+    entry: &Map<String, Value>,
+    key: &str,
+    stage: Stage,
+    index: usize,
+    id: Option<&str>,
+    problems: &mut Vec<Problem>,
+) -> Option<String> {
+    match entry.get(key) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(other) => {
+            problems.push(Problem::at(
+                ProblemCode::InvalidConfig,
+                stage,
+                index,
+                id,
+                key,
+                format!("{key} must be a string, not {other}; quote it"),
+            ));
+            None
+        }
+    }
+}
+
+fn read_declaration(
+    stage: Stage,
+    index: usize,
+    entry: &Value,
+    problems: &mut Vec<Problem>,
+) -> Declaration {
+    let mut decl = Declaration {
+        index,
+        id: None,
+        tag: None,
+        run_mode: None,
+        minimum: None,
+        from: None,
+        to: None,
+        config: Value::Object(Map::new()),
+    };
+    let Some(entry) = entry.as_object() else {
+        problems.push(Problem::at(
+            ProblemCode::MissingId,
+            stage,
+            index,
+            None,
+            "id",
+            format!("the entry is {entry}, not a mapping with an id, versions and config"),
+        ));
+        return decl;
+    };
+    decl.id = match entry.get("id") {
+        Some(Value::String(s)) if !s.trim().is_empty() => Some(s.clone()),
+        _ => {
+            problems.push(Problem::at(
+                ProblemCode::MissingId,
+                stage,
+                index,
+                None,
+                "id",
+                "the entry has no id: name the action to run, e.g. id: workload_scale",
+            ));
+            None
+        }
+    };
+    let id = decl.id.clone();
+    let id = id.as_deref();
+    decl.tag = string_key(entry, "tag", stage, index, id, problems);
+    decl.run_mode = string_key(entry, "runMode", stage, index, id, problems);
+    for key in entry
+        .keys()
+        .filter(|k| !DECLARATION_KEYS.contains(&k.as_str()))
+    {
+        problems.push(Problem::at(
+            ProblemCode::InvalidConfig,
+            stage,
+            index,
+            id,
+            key.clone(),
+            format!(
+                "unknown key {key:?} in the declaration: expected {}",
+                DECLARATION_KEYS.join(", ")
+            ),
+        ));
+    }
+    match entry.get("config") {
+        None | Some(Value::Null) => {}
+        Some(v @ Value::Object(_)) => decl.config = v.clone(),
+        Some(other) => problems.push(Problem::at(
+            ProblemCode::InvalidConfig,
+            stage,
+            index,
+            id,
+            "config",
+            format!("config must be a mapping, not {other}"),
+        )),
+    }
+    let versions = entry.get("versions").and_then(Value::as_object);
+    if let Some(v) = entry.get("versions").filter(|v| !v.is_object()) {
+        problems.push(Problem::at(
+            ProblemCode::MissingVersionsKey,
+            stage,
+            index,
+            id,
+            "versions",
+            format!("versions must be a mapping with minimum, from and to, not {v}"),
+        ));
+    }
+    if let Some(versions) = versions {
+        for key in versions
+            .keys()
+            .filter(|k| !VERSIONS_KEYS.contains(&k.as_str()))
+        {
+            let hint = closest_versions_key(key)
+                .map(|k| format!(" (did you mean {k}?)"))
+                .unwrap_or_default();
+            problems.push(Problem::at(
+                ProblemCode::UnknownVersionsKey,
+                stage,
+                index,
+                id,
+                format!("versions.{key}"),
+                format!("unknown versions key {key:?}{hint}: versions holds exactly minimum, from and to"),
+            ));
+        }
+    }
+    let mut bounds = [None, None, None];
+    for (slot, key) in bounds.iter_mut().zip(VERSIONS_KEYS) {
+        let field = format!("versions.{key}");
+        match versions.and_then(|v| v.get(key)) {
+            None | Some(Value::Null) => {
+                if versions.is_some() || entry.get("versions").is_none() {
+                    problems.push(Problem::at(
+                        ProblemCode::MissingVersionsKey,
+                        stage,
+                        index,
+                        id,
+                        field,
+                        format!(
+                            "versions.{key} is missing: every action states minimum, from and to"
+                        ),
+                    ));
+                }
+            }
+            Some(Value::String(s)) => match Series::parse(s) {
+                Ok(series) => *slot = Some(series),
+                Err(e) => problems.push(Problem::at(
+                    ProblemCode::InvalidVersion,
+                    stage,
+                    index,
+                    id,
+                    field.clone(),
+                    format!("{field} {}", describe(&e)),
+                )),
+            },
+            Some(other) => problems.push(Problem::at(
+                ProblemCode::InvalidVersion,
+                stage,
+                index,
+                id,
+                field.clone(),
+                format!("{field} {}", not_a_string(other)),
+            )),
+        }
+    }
+    [decl.minimum, decl.from, decl.to] = bounds;
+    decl
+}
+
+fn describe(e: &VersionError) -> String {
+    e.to_string()
+}
+
+/// The versions key a misspelling was most likely meant to be.
+fn closest_versions_key(key: &str) -> Option<&'static str> {
+    let lower = key.to_ascii_lowercase();
+    VERSIONS_KEYS.into_iter().find(|k| {
+        let mut a: Vec<char> = lower.chars().collect();
+        let mut b: Vec<char> = k.chars().collect();
+        a.sort_unstable();
+        b.sort_unstable();
+        a == b || lower.starts_with(&k[..2.min(k.len())]) || edit_distance(&lower, k) <= 2
+    })
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+fn read_skip(stage: Stage, index: usize, entry: &Value, problems: &mut Vec<Problem>) -> SkipEntry {
+    let mut skip = SkipEntry {
+        index,
+        id: None,
+        tag: None,
+    };
+    let obj = entry.as_object();
+    skip.id = obj
+        .and_then(|o| o.get("id"))
+        .and_then(Value::as_str)
+        .filter(|s| !s.trim().is_empty())
+        .map(str::to_string);
+    if skip.id.is_none() {
+        problems.push(Problem::at(
+            ProblemCode::MissingId,
+            stage,
+            index,
+            None,
+            "actionsSkip.id",
+            "the opt-out has no id: name the declared action to skip (and its tag, if it has one)",
+        ));
+    }
+    if let Some(obj) = obj {
+        match obj.get("tag") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(s)) => skip.tag = Some(s.clone()),
+            Some(other) => problems.push(Problem::at(
+                ProblemCode::MistypedSkip,
+                stage,
+                index,
+                skip.id.as_deref(),
+                "actionsSkip.tag",
+                format!("tag must be a quoted string, not {other}"),
+            )),
+        }
+    }
+    skip
+}

@@ -1,0 +1,149 @@
+//! The planning decision per declared action (SPEC 4.3).
+
+use serde::Serialize;
+
+use crate::declarations::{Declaration, Declarations, StageDeclarations};
+use crate::{Context, Footprint, Stage, Window};
+
+/// Whether a declared action runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    /// It runs.
+    Run,
+    /// It does not; the reason says why.
+    Skip,
+}
+
+/// Why an action runs or is skipped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Reason {
+    /// The last migrated release is inside the window (and no footprint stops it).
+    InWindow,
+    /// An `actionsSkip` entry matches stage, id and tag.
+    OptedOut,
+    /// The last migrated release is outside `[from, to]`.
+    OutsideWindow,
+    /// The action is tagged and its footprint is already recorded.
+    FootprintRecorded,
+    /// No release was ever migrated: a fresh installation runs no action.
+    FreshInstallation,
+}
+
+impl Reason {
+    /// The reason's name as status and JSON spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::InWindow => "InWindow",
+            Reason::OptedOut => "OptedOut",
+            Reason::OutsideWindow => "OutsideWindow",
+            Reason::FootprintRecorded => "FootprintRecorded",
+            Reason::FreshInstallation => "FreshInstallation",
+        }
+    }
+}
+
+/// The decision for one declared action.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedAction {
+    /// Its position in the stage.
+    pub index: usize,
+    /// The action id.
+    pub id: String,
+    /// The tag.
+    pub tag: Option<String>,
+    /// The runMode.
+    pub run_mode: Option<String>,
+    /// run or skip.
+    pub decision: Decision,
+    /// Why.
+    pub reason: Reason,
+}
+
+impl PlannedAction {
+    /// The footprint the action records when it succeeds, if it is tagged.
+    pub fn footprint(&self, stage: Stage) -> Option<Footprint> {
+        self.tag.as_ref().map(|tag| Footprint {
+            stage,
+            id: self.id.clone(),
+            tag: Some(tag.clone()),
+            run_mode: self.run_mode.clone(),
+        })
+    }
+}
+
+/// The plan of one stage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// The stage.
+    pub stage: Stage,
+    /// One decision per declared action, in order.
+    pub actions: Vec<PlannedAction>,
+}
+
+/// Decides, in order, for each declared action of `stage`. Call it only on declarations that
+/// validated: an action without id or window cannot be planned and is left out.
+pub fn plan_stage(declarations: &Declarations, stage: Stage, context: &Context) -> Plan {
+    let decls = declarations.stage(stage);
+    let actions = decls
+        .actions
+        .iter()
+        .filter_map(|d| {
+            let id = d.id.clone()?;
+            let window = Window {
+                minimum: d.minimum?,
+                from: d.from?,
+                to: d.to?,
+            };
+            let (decision, reason) = decide(stage, d, &window, decls, context);
+            Some(PlannedAction {
+                index: d.index,
+                id,
+                tag: d.tag.clone(),
+                run_mode: d.run_mode.clone(),
+                decision,
+                reason,
+            })
+        })
+        .collect();
+    Plan { stage, actions }
+}
+
+fn decide(
+    stage: Stage,
+    d: &Declaration,
+    window: &Window,
+    decls: &StageDeclarations,
+    context: &Context,
+) -> (Decision, Reason) {
+    if opted_out(d, decls) {
+        return (Decision::Skip, Reason::OptedOut);
+    }
+    let Some(last) = &context.last_migrated else {
+        return (Decision::Skip, Reason::FreshInstallation);
+    };
+    if !window.includes(last) {
+        return (Decision::Skip, Reason::OutsideWindow);
+    }
+    if d.tag.is_some() {
+        let footprint = Footprint {
+            stage,
+            id: d.id.clone().unwrap_or_default(),
+            tag: d.tag.clone(),
+            run_mode: d.run_mode.clone(),
+        };
+        if context.history.contains(&footprint) {
+            return (Decision::Skip, Reason::FootprintRecorded);
+        }
+    }
+    (Decision::Run, Reason::InWindow)
+}
+
+/// A skip entry matches stage, id and tag exactly, including the absence of a tag.
+fn opted_out(d: &Declaration, decls: &StageDeclarations) -> bool {
+    decls
+        .skips
+        .iter()
+        .any(|s| s.id.is_some() && s.id == d.id && s.tag == d.tag)
+}

@@ -1,0 +1,167 @@
+//! Validation of both stages, collecting every problem (SPEC 4.2).
+
+use crate::declarations::{Declarations, StageDeclarations};
+use crate::problems::{Problem, ProblemCode, Warning, WarningCode};
+use crate::{ActionCatalog, Context, Stage};
+
+/// Everything validation found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Report {
+    /// Problems: any of them fails the run before any action runs.
+    pub problems: Vec<Problem>,
+    /// Warnings: logged, nothing fails.
+    pub warnings: Vec<Warning>,
+}
+
+impl Report {
+    /// No problems (warnings allowed).
+    pub fn is_valid(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// Validates the declarations of both stages against the library and the deployment.
+pub fn validate(
+    declarations: &Declarations,
+    context: &Context,
+    catalog: &dyn ActionCatalog,
+) -> Report {
+    let mut report = Report {
+        problems: declarations.problems.clone(),
+        warnings: Vec::new(),
+    };
+    for stage in Stage::ALL {
+        let decls = declarations.stage(stage);
+        check_actions(stage, decls, context, catalog, &mut report.problems);
+        check_skips(stage, decls, &mut report);
+    }
+    report
+}
+
+fn check_actions(
+    stage: Stage,
+    decls: &StageDeclarations,
+    context: &Context,
+    catalog: &dyn ActionCatalog,
+    problems: &mut Vec<Problem>,
+) {
+    for d in &decls.actions {
+        let id = d.id.as_deref();
+        if let Some(id) = id {
+            match catalog.config_issues(id, &d.config) {
+                None => problems.push(Problem::at(
+                    ProblemCode::UnknownAction,
+                    stage,
+                    d.index,
+                    Some(id),
+                    "id",
+                    format!("{id:?} is not an action of Stagehand's library (see docs/actions.md)"),
+                )),
+                Some(issues) => problems.extend(issues.into_iter().map(|issue| {
+                    let field = if issue.path.is_empty() {
+                        "config".to_string()
+                    } else {
+                        format!("config.{}", issue.path)
+                    };
+                    let message = format!("{field}: {}", issue.message);
+                    Problem::at(
+                        ProblemCode::InvalidConfig,
+                        stage,
+                        d.index,
+                        Some(id),
+                        field,
+                        message,
+                    )
+                })),
+            }
+        }
+        if let (Some(minimum), Some(from)) = (d.minimum, d.from)
+            && from.start() < minimum.start()
+        {
+            problems.push(Problem::at(
+                ProblemCode::FromBelowMinimum,
+                stage,
+                d.index,
+                id,
+                "versions.from",
+                format!(
+                    "from {from} starts at {} which is below minimum {minimum} ({})",
+                    from.start(),
+                    minimum.start()
+                ),
+            ));
+        }
+        if let (Some(from), Some(to)) = (d.from, d.to)
+            && to.ends_before(&from)
+        {
+            problems.push(Problem::at(
+                ProblemCode::ToBeforeFrom,
+                stage,
+                d.index,
+                id,
+                "versions.to",
+                format!(
+                    "to {to} ends before from {from} begins ({}): the window is empty",
+                    from.start()
+                ),
+            ));
+        }
+        if let (Some(minimum), Some(last)) = (d.minimum, context.last_migrated.as_ref())
+            && *last < minimum.start()
+        {
+            problems.push(Problem::at(
+                ProblemCode::BelowMinimum,
+                stage,
+                d.index,
+                id,
+                "versions.minimum",
+                format!(
+                    "the last migrated release {last} is older than this action's minimum {minimum}: upgrade through the releases in between first (mandatory upgrade path)"
+                ),
+            ));
+        }
+    }
+}
+
+fn check_skips(stage: Stage, decls: &StageDeclarations, report: &mut Report) {
+    for skip in &decls.skips {
+        let Some(id) = skip.id.as_deref() else {
+            continue;
+        };
+        let same_id: Vec<_> = decls
+            .actions
+            .iter()
+            .filter(|d| d.id.as_deref() == Some(id))
+            .collect();
+        if same_id.is_empty() {
+            report.warnings.push(Warning::at(
+                WarningCode::SkipMatchesNothing,
+                stage,
+                skip.index,
+                Some(id),
+                "actionsSkip.id",
+                format!("the {stage} stage declares no action {id:?}: this opt-out matches nothing (its release may be behind you)"),
+            ));
+        } else if !same_id.iter().any(|d| d.tag == skip.tag) {
+            let declared: Vec<String> =
+                same_id.iter().map(|d| tag_text(d.tag.as_deref())).collect();
+            report.problems.push(Problem::at(
+                ProblemCode::MistypedSkip,
+                stage,
+                skip.index,
+                Some(id),
+                "actionsSkip.tag",
+                format!(
+                    "the opt-out names {id:?} with {} but the {stage} stage declares it with {}: fix the tag, or the action you meant to skip would run",
+                    tag_text(skip.tag.as_deref()),
+                    declared.join(", ")
+                ),
+            ));
+        }
+    }
+}
+
+/// `tag "v1.18.0"` or `no tag`.
+pub(crate) fn tag_text(tag: Option<&str>) -> String {
+    tag.map_or_else(|| "no tag".to_string(), |t| format!("tag {t:?}"))
+}

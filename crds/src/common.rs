@@ -1,0 +1,275 @@
+//! Types shared unchanged by every served version.
+//!
+//! Field doc comments become `kubectl explain` output, so they are written for users.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+pub use stagehand_config::{Problem, Stage};
+
+/// The window of last-migrated releases an action applies to. Each bound is a release
+/// series (`v1`, `v1.17`, `v1.17.2`; the `v` is optional). Quote them in YAML: an unquoted
+/// `1.10` is the number 1.1.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct VersionWindow {
+    /// The oldest release series the action supports. A deployment whose last migrated
+    /// release is older fails validation (the mandatory upgrade path) instead of skipping.
+    #[schemars(regex(pattern = r"^v?[0-9]+(\.[0-9]+){0,2}$"))]
+    pub minimum: String,
+    /// The first release series of the window; it starts at the beginning of its series
+    /// (`v1.15` means `v1.15.0`).
+    #[schemars(regex(pattern = r"^v?[0-9]+(\.[0-9]+){0,2}$"))]
+    pub from: String,
+    /// The last release series of the window; it includes all of its series (`v1.17`
+    /// covers `v1.17.3`).
+    #[schemars(regex(pattern = r"^v?[0-9]+(\.[0-9]+){0,2}$"))]
+    pub to: String,
+}
+
+/// One migration action declared by a release.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ActionDeclaration {
+    /// The action to run, one of the ids of Stagehand's action library
+    /// (for example `workload_scale`).
+    #[schemars(length(min = 1))]
+    pub id: String,
+    /// The release's statement of which piece of work this is (usually the release that
+    /// added it, e.g. `v1.18.0`). A tagged action runs once: its footprint
+    /// (stage, id, tag, runMode) is recorded and it is skipped once recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    /// The mode the work is performed in (`apply` for every action that changes data). Part
+    /// of a tagged action's footprint; on an untagged action it is recorded but gates nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_mode: Option<String>,
+    /// Which last-migrated releases the action supports and runs for.
+    pub versions: VersionWindow,
+    /// The action's non-secret parameters; each action has its own typed keys (see
+    /// docs/actions.md). Unknown keys are rejected by validation.
+    #[serde(default)]
+    #[schemars(schema_with = "free_form_object")]
+    pub config: serde_json::Map<String, serde_json::Value>,
+}
+
+/// A per-deployment opt-out: skips the declared action of this stage with exactly this id
+/// and tag (including the absence of a tag).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SkipEntry {
+    /// The id of the action to skip.
+    #[schemars(length(min = 1))]
+    pub id: String,
+    /// The tag of the declaration to skip; leave it out to skip an untagged declaration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+}
+
+/// Actions per stage.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StageActions {
+    /// The actions run before the rest of the release is deployed, in this order.
+    #[serde(default)]
+    pub pre: Vec<ActionDeclaration>,
+    /// The actions run after the rest of the release is deployed, in this order.
+    #[serde(default)]
+    pub post: Vec<ActionDeclaration>,
+}
+
+/// Opt-outs per stage.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StageSkips {
+    /// Declarations of the `pre` stage to skip.
+    #[serde(default)]
+    pub pre: Vec<SkipEntry>,
+    /// Declarations of the `post` stage to skip.
+    #[serde(default)]
+    pub post: Vec<SkipEntry>,
+}
+
+/// A credential the actions read by name, taken from an existing Secret. Its value is never
+/// copied into status, events, logs or environment variables.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretFile {
+    /// The name actions refer to the credential by (e.g. `redis-password`).
+    #[schemars(length(min = 1))]
+    pub name: String,
+    /// Where the value lives.
+    pub secret: SecretKeyRef,
+}
+
+/// A key of a Secret in the Migration's namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKeyRef {
+    /// The Secret's name.
+    #[schemars(length(min = 1))]
+    pub name: String,
+    /// The key within the Secret.
+    #[schemars(length(min = 1))]
+    pub key: String,
+    /// When true, a missing Secret or key is not an error until an action reads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optional: Option<bool>,
+}
+
+/// The S3-compatible object store the stages hand work over in.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectStore {
+    /// The store's URL, e.g. `https://objectstore.example.org`.
+    #[schemars(length(min = 1))]
+    pub endpoint: String,
+    /// The bucket handover objects are written to.
+    #[schemars(length(min = 1))]
+    pub bucket: String,
+    /// The region to sign requests for; `us-east-1` when left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// Address the bucket in the path (`endpoint/bucket/key`) instead of the host name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_style: Option<bool>,
+    /// Skip verification of the store's TLS certificate. Off unless set; only for tests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub insecure_skip_tls_verify: Option<bool>,
+    /// The access key id of the bucket identity.
+    #[schemars(length(min = 1))]
+    pub access_key_id: String,
+    /// The `secretFiles` name holding the identity's secret key
+    /// (e.g. `objectstore-migrations-secret-key`).
+    #[schemars(length(min = 1))]
+    pub secret_key_file: String,
+}
+
+/// One recorded footprint: a tagged action that succeeded.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryEntry {
+    /// The stage the action ran in.
+    pub stage: Option<Stage>,
+    /// The action id.
+    pub id: String,
+    /// The declaration's tag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    /// The declaration's runMode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_mode: Option<String>,
+    /// The release whose migration ran the action.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release: Option<String>,
+    /// The MigrationRun that ran it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_name: Option<String>,
+    /// When the action succeeded (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<String>,
+}
+
+/// What happens to a declared action in a run.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum ActionDecision {
+    /// The action is planned to run or is running.
+    Run,
+    /// The action is not run; the reason says why.
+    Skipped,
+    /// The action ran and succeeded.
+    Succeeded,
+    /// The action ran and failed.
+    Failed,
+}
+
+/// The state of one declared action within a run.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ActionStatus {
+    /// The position of the declaration in its stage.
+    pub index: u32,
+    /// The action id.
+    pub id: String,
+    /// The declaration's tag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    /// The declaration's runMode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_mode: Option<String>,
+    /// Run, Skipped, Succeeded or Failed.
+    pub decision: ActionDecision,
+    /// Why: InWindow, OptedOut, OutsideWindow, FootprintRecorded, FreshInstallation, or the
+    /// failure's reason.
+    pub reason: String,
+    /// When the action started (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<String>,
+    /// When the action finished (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<String>,
+    /// A short human summary of what the action did or would do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+}
+
+/// The status of a Migration.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MigrationStatus {
+    /// The release whose post stage last succeeded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_migrated_release: Option<String>,
+    /// Every recorded footprint of a tagged action.
+    #[serde(default)]
+    pub history: Vec<HistoryEntry>,
+    /// Every problem found in the declarations (empty when valid).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<Problem>,
+    /// Ready and Stalled, in the metav1.Condition shape.
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+    /// The generation these conditions describe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// The status of a MigrationRun.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MigrationRunStatus {
+    /// Finished declared actions over all declared actions, e.g. `3/7`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<String>,
+    /// The Migration's last migrated release when the run started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_migrated_release: Option<String>,
+    /// One entry per declared action of the stage, with its decision and reason.
+    #[serde(default)]
+    pub actions: Vec<ActionStatus>,
+    /// Every problem found in the declarations when the run was refused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<Problem>,
+    /// Ready, Reconciling, Stalled and Succeeded, in the metav1.Condition shape (kstatus).
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+    /// The generation these conditions describe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// When the run started executing (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<String>,
+    /// When the run finished (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<String>,
+}
+
+/// The schema of an action's `config`: any object, kept as written.
+pub fn free_form_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "description": "The action's non-secret parameters; each action has its own typed keys (see docs/actions.md). Unknown keys are rejected by validation.",
+        "x-kubernetes-preserve-unknown-fields": true
+    })
+}

@@ -1,0 +1,29 @@
+//! Stagehand's API: the `Migration` and `MigrationRun` kinds of group `stagehand.dev`.
+//!
+//! Every served version has its own module ([`v1alpha1`], [`v1beta1`]); the types both versions
+//! share unchanged live in [`common`]. [`generate`] merges the versions into the CRD manifests
+//! that `stagehand crds` prints and `deploy/crds/` holds.
+//!
+//! The versions use conversion strategy `None`, so `v1beta1` must stay a strict superset of
+//! `v1alpha1`: a field may be added (with a schema default), never renamed or removed.
+
+pub mod common;
+pub mod generate;
+// Several `printcolumn(...)` groups repeat `type_ = "string"`, which clippy mistakes for a
+// duplicated attribute.
+#[allow(clippy::duplicated_attributes)]
+pub mod v1alpha1;
+#[allow(clippy::duplicated_attributes)]
+pub mod v1beta1;
+
+/// The API group of every Stagehand kind.
+pub const GROUP: &str = "stagehand.dev";
+/// The version objects are stored in.
+pub const STORAGE_VERSION: &str = "v1beta1";
+/// The deprecated first version.
+pub const DEPRECATED_VERSION: &str = "v1alpha1";
+/// The category `kubectl get stagehand` lists.
+pub const CATEGORY: &str = "stagehand";
+
+// The current version's types, for the operator and CLI.
+pub use v1beta1::{Migration, MigrationRun, MigrationRunSpec, MigrationSpec};

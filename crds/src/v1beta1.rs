@@ -1,0 +1,156 @@
+//! `stagehand.dev/v1beta1`: the current API and the storage version. A superset of `v1alpha1`:
+//! `Migration.spec.suspend` and `MigrationRun.spec.waitTimeoutSeconds` are new, with schema defaults.
+
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+use crate::common::{
+    MigrationRunStatus, MigrationStatus, ObjectStore, SecretFile, Stage, StageActions, StageSkips,
+};
+
+/// The declarations of one release's migration for one deployment.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[kube(
+    group = "stagehand.dev",
+    version = "v1beta1",
+    kind = "Migration",
+    namespaced,
+    status = "MigrationStatus",
+    shortname = "mig",
+    category = "stagehand",
+    served = true,
+    storage = true,
+    doc = "The migration declarations of one release for one deployment.",
+    printcolumn(name = "Release", type_ = "string", json_path = ".spec.releaseVersion"),
+    printcolumn(
+        name = "Migrated",
+        type_ = "string",
+        json_path = ".status.lastMigratedRelease"
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].reason"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct MigrationSpec {
+    /// The release being deployed, e.g. `v1.18.0` (the `v` is optional).
+    #[schemars(regex(
+        pattern = r"^v?[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$"
+    ))]
+    pub release_version: String,
+    /// The actions of each stage, in order.
+    #[serde(default)]
+    pub actions: StageActions,
+    /// Per-deployment opt-outs of declared actions.
+    #[serde(default)]
+    pub actions_skip: StageSkips,
+    /// Credentials the actions read by name, taken from existing Secrets.
+    #[serde(default)]
+    pub secret_files: Vec<SecretFile>,
+    /// The S3-compatible store the stages hand work over in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object_store: Option<ObjectStore>,
+    /// Adopt a deployment that already runs this release but has no recorded history: it
+    /// counts as the last migrated release.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(
+        pattern = r"^v?[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$"
+    ))]
+    pub installed_release: Option<String>,
+    /// When true, no new run of this Migration starts; a running one finishes.
+    #[serde(default)]
+    #[schemars(default = "default_false")]
+    pub suspend: bool,
+}
+
+fn default_false() -> bool {
+    false
+}
+
+/// One execution of one stage of a Migration.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[kube(
+    group = "stagehand.dev",
+    version = "v1beta1",
+    kind = "MigrationRun",
+    namespaced,
+    status = "MigrationRunStatus",
+    shortname = "migrun",
+    category = "stagehand",
+    served = true,
+    storage = true,
+    doc = "One execution of one stage (pre or post) of a Migration.",
+    printcolumn(name = "Stage", type_ = "string", json_path = ".spec.stage"),
+    printcolumn(name = "Release", type_ = "string", json_path = ".spec.release"),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].reason"
+    ),
+    printcolumn(name = "Progress", type_ = "string", json_path = ".status.progress"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[x_kube(validation = Rule::new("self == oldSelf").message("spec is immutable: create a new MigrationRun instead"))]
+#[serde(rename_all = "camelCase")]
+pub struct MigrationRunSpec {
+    /// The name of the Migration (same namespace) whose stage this run executes.
+    #[schemars(length(min = 1))]
+    pub migration_ref: String,
+    /// The stage to run: `pre` or `post`.
+    pub stage: Stage,
+    /// The release this run is for; must equal the Migration's `releaseVersion`, so that a
+    /// stale definition never runs.
+    #[schemars(regex(
+        pattern = r"^v?[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$"
+    ))]
+    pub release: String,
+    /// Plan only: every action proves it can reach what it would change and reports what it
+    /// would do; nothing is changed and no footprint is recorded.
+    #[serde(default)]
+    pub dry_run: bool,
+    /// How long the run may wait to start (for another run of the Migration, or for a post
+    /// run, for the release's pre run to succeed) before it fails with reason `Failed`.
+    #[serde(default = "default_wait_timeout_seconds")]
+    #[schemars(default = "default_wait_timeout_seconds", range(min = 1))]
+    pub wait_timeout_seconds: i64,
+}
+
+/// One hour: enough for a deployment between the pre and the post stage.
+pub const DEFAULT_WAIT_TIMEOUT_SECONDS: i64 = 3600;
+
+fn default_wait_timeout_seconds() -> i64 {
+    DEFAULT_WAIT_TIMEOUT_SECONDS
+}
+
+impl Default for MigrationRunSpec {
+    fn default() -> Self {
+        Self {
+            migration_ref: String::new(),
+            stage: Stage::Pre,
+            release: String::new(),
+            dry_run: false,
+            wait_timeout_seconds: DEFAULT_WAIT_TIMEOUT_SECONDS,
+        }
+    }
+}

@@ -1,0 +1,98 @@
+//! The command line (SPEC 6a). Exit codes: 0 success/valid, 1 invalid (or `PENDING`),
+//! 2 usage error or unreadable input.
+
+pub mod crds;
+pub mod manifest;
+pub mod plan;
+pub mod validate;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use stagehand_config::Stage;
+
+/// Exit code: success, valid declarations.
+pub const EXIT_OK: u8 = 0;
+/// Exit code: the declarations are invalid (every problem printed).
+pub const EXIT_INVALID: u8 = 1;
+/// Exit code: usage error or unreadable input.
+pub const EXIT_USAGE: u8 = 2;
+
+/// Stagehand carries an application deployment from one release to the next.
+#[derive(Debug, Parser)]
+#[command(name = "stagehand", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Output formats of the offline commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// For people.
+    Text,
+    /// The machine-readable contract of SPEC 6a.
+    Json,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the CRD manifests (every served version).
+    Crds {
+        /// Print the first release's CRDs instead: v1alpha1 only, served and stored (for
+        /// reproducing an old cluster in tests).
+        #[arg(long, hide = true)]
+        v1alpha1_only: bool,
+    },
+    /// Validate a Migration manifest offline, both stages.
+    Validate {
+        /// The Migration manifest (`-` for standard input).
+        #[arg(short = 'f', long = "file")]
+        file: PathBuf,
+        /// The last migrated release (overrides the manifest's status and installedRelease).
+        #[arg(long)]
+        last_migrated: Option<String>,
+        /// Output format.
+        #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
+        output: Output,
+    },
+    /// Validate, then print the decision for every declared action of a stage.
+    Plan {
+        /// The Migration manifest (`-` for standard input).
+        #[arg(short = 'f', long = "file")]
+        file: PathBuf,
+        /// The stage to plan.
+        #[arg(long, value_parser = parse_stage)]
+        stage: Stage,
+        /// The last migrated release (overrides the manifest's status and installedRelease).
+        #[arg(long)]
+        last_migrated: Option<String>,
+        /// Output format.
+        #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
+        output: Output,
+    },
+}
+
+fn parse_stage(s: &str) -> Result<Stage, String> {
+    s.parse()
+}
+
+/// Runs a parsed command line and returns the process exit code.
+pub fn run(cli: Cli) -> u8 {
+    match cli.command {
+        Command::Crds { v1alpha1_only } => crds::run(v1alpha1_only),
+        Command::Validate {
+            file,
+            last_migrated,
+            output,
+        } => validate::run(&file, last_migrated.as_deref(), output),
+        Command::Plan {
+            file,
+            stage,
+            last_migrated,
+            output,
+        } => plan::run(&file, stage, last_migrated.as_deref(), output),
+    }
+}

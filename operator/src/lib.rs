@@ -1,0 +1,4 @@
+//! The `stagehand` binary's library: the command line (and, with later issues, the
+//! controllers, run engine and storage-version migration).
+
+pub mod cli;
