@@ -284,7 +284,7 @@ fn optional_list<'a>(
 fn not_a_string(v: &Value) -> String {
     match v {
         Value::Number(n) => format!(
-            "is the number {n}, not a version: YAML reads an unquoted version as a number (1.10 becomes 1.1); quote it, e.g. \"v{n}\""
+            "is the number {n}, not a version: YAML reads an unquoted version as a number (1.10 becomes 1.1); quote the version as written, e.g. \"v1.10\""
         ),
         other => format!("must be a quoted version string, not {other}"),
     }

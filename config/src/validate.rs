@@ -35,6 +35,8 @@ pub fn validate(
         check_actions(stage, decls, context, catalog, &mut report.problems);
         check_skips(stage, decls, &mut report);
     }
+    report.problems.sort_by_key(document_order);
+    report.warnings.sort_by_key(document_order);
     report
 }
 
@@ -63,14 +65,13 @@ fn check_actions(
                     } else {
                         format!("config.{}", issue.path)
                     };
-                    let message = format!("{field}: {}", issue.message);
                     Problem::at(
                         ProblemCode::InvalidConfig,
                         stage,
                         d.index,
                         Some(id),
                         field,
-                        message,
+                        issue.message,
                     )
                 })),
             }
@@ -159,6 +160,15 @@ fn check_skips(stage: Stage, decls: &StageDeclarations, report: &mut Report) {
             ));
         }
     }
+}
+
+/// Spec fields first, then per stage the actions and then the opt-outs, each by index.
+fn document_order<C>(f: &crate::Finding<C>) -> (Option<Stage>, bool, Option<usize>) {
+    let skip = f
+        .field
+        .as_deref()
+        .is_some_and(|x| x.starts_with("actionsSkip."));
+    (f.stage, skip, f.index)
 }
 
 /// `tag "v1.18.0"` or `no tag`.

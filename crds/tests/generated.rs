@@ -1,0 +1,274 @@
+//! The committed CRD manifests are the generated ones, and the generated CRDs keep the
+//! promises of SPEC section 3.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, CustomResourceDefinitionVersion, JSONSchemaProps,
+};
+use stagehand_crds::generate::{crds, to_yaml, v1alpha1_only_crds};
+
+const COMMITTED: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../deploy/crds/stagehand-crds.yaml"
+);
+
+#[test]
+fn committed_crds_are_up_to_date() {
+    let generated = to_yaml(&crds().unwrap()).unwrap();
+    let committed =
+        std::fs::read_to_string(COMMITTED).expect("deploy/crds/stagehand-crds.yaml exists");
+    assert!(
+        generated == committed,
+        "deploy/crds/stagehand-crds.yaml is stale: regenerate it with\n  cargo run -p stagehand -- crds > deploy/crds/stagehand-crds.yaml"
+    );
+}
+
+fn crd(kind: &str) -> CustomResourceDefinition {
+    crds()
+        .unwrap()
+        .into_iter()
+        .find(|c| c.spec.names.kind == kind)
+        .unwrap()
+}
+
+fn version<'a>(
+    crd: &'a CustomResourceDefinition,
+    name: &str,
+) -> &'a CustomResourceDefinitionVersion {
+    crd.spec.versions.iter().find(|v| v.name == name).unwrap()
+}
+
+fn schema(v: &CustomResourceDefinitionVersion) -> &JSONSchemaProps {
+    v.schema
+        .as_ref()
+        .unwrap()
+        .open_api_v3_schema
+        .as_ref()
+        .unwrap()
+}
+
+fn prop<'a>(s: &'a JSONSchemaProps, path: &[&str]) -> &'a JSONSchemaProps {
+    path.iter().fold(s, |s, key| {
+        s.properties
+            .as_ref()
+            .and_then(|p| p.get(*key))
+            .unwrap_or_else(|| panic!("no property {key}"))
+    })
+}
+
+#[test]
+fn both_kinds_serve_two_versions_storing_v1beta1() {
+    for kind in ["Migration", "MigrationRun"] {
+        let c = crd(kind);
+        assert_eq!(c.spec.group, "stagehand.dev");
+        assert_eq!(c.spec.scope, "Namespaced");
+        let alpha = version(&c, "v1alpha1");
+        let beta = version(&c, "v1beta1");
+        assert!(
+            alpha.served && !alpha.storage,
+            "{kind} v1alpha1 served, not storage"
+        );
+        assert!(
+            beta.served && beta.storage,
+            "{kind} v1beta1 served and storage"
+        );
+        assert_eq!(alpha.deprecated, Some(true));
+        assert!(
+            alpha
+                .deprecation_warning
+                .as_deref()
+                .unwrap()
+                .contains("v1beta1"),
+            "the warning names v1beta1"
+        );
+        assert_ne!(beta.deprecated, Some(true));
+        assert_eq!(
+            c.spec.names.categories.as_deref(),
+            Some(&["stagehand".to_string()][..])
+        );
+        for v in [alpha, beta] {
+            assert!(
+                v.subresources
+                    .as_ref()
+                    .and_then(|s| s.status.as_ref())
+                    .is_some(),
+                "{kind} {} has a status subresource",
+                v.name
+            );
+        }
+    }
+    assert_eq!(
+        crd("Migration").spec.names.short_names.as_deref(),
+        Some(&["mig".to_string()][..])
+    );
+    assert_eq!(
+        crd("MigrationRun").spec.names.short_names.as_deref(),
+        Some(&["migrun".to_string()][..])
+    );
+}
+
+#[test]
+fn run_printer_columns() {
+    let c = crd("MigrationRun");
+    let names: Vec<&str> = version(&c, "v1beta1")
+        .additional_printer_columns
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["Stage", "Release", "Ready", "Reason", "Progress", "Age"]
+    );
+}
+
+#[test]
+fn v1beta1_has_defaulted_fields_v1alpha1_lacks() {
+    let m = crd("Migration");
+    assert!(
+        prop(schema(version(&m, "v1alpha1")), &["spec"])
+            .properties
+            .as_ref()
+            .unwrap()
+            .get("suspend")
+            .is_none()
+    );
+    assert_eq!(
+        prop(schema(version(&m, "v1beta1")), &["spec", "suspend"])
+            .default
+            .as_ref()
+            .map(|d| d.0.clone()),
+        Some(serde_json::json!(false))
+    );
+    let r = crd("MigrationRun");
+    assert!(
+        prop(schema(version(&r, "v1alpha1")), &["spec"])
+            .properties
+            .as_ref()
+            .unwrap()
+            .get("waitTimeoutSeconds")
+            .is_none()
+    );
+    assert_eq!(
+        prop(
+            schema(version(&r, "v1beta1")),
+            &["spec", "waitTimeoutSeconds"]
+        )
+        .default
+        .as_ref()
+        .map(|d| d.0.clone()),
+        Some(serde_json::json!(3600))
+    );
+}
+
+#[test]
+fn run_spec_is_immutable_and_stage_is_an_enum() {
+    let r = crd("MigrationRun");
+    for v in ["v1alpha1", "v1beta1"] {
+        let spec = prop(schema(version(&r, v)), &["spec"]);
+        let rules = spec
+            .x_kubernetes_validations
+            .as_ref()
+            .expect("CEL rules on spec");
+        assert!(
+            rules.iter().any(|r| r.rule == "self == oldSelf"),
+            "{v}: spec immutable"
+        );
+        let stage = prop(spec, &["stage"]);
+        let values: Vec<serde_json::Value> = stage
+            .enum_
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|j| j.0.clone())
+            .collect();
+        assert_eq!(
+            values,
+            [serde_json::json!("pre"), serde_json::json!("post")]
+        );
+    }
+}
+
+#[test]
+fn versions_keys_are_required_closed_and_patterned() {
+    let m = crd("Migration");
+    for v in ["v1alpha1", "v1beta1"] {
+        let items = prop(schema(version(&m, v)), &["spec", "actions", "pre"])
+            .items
+            .as_ref()
+            .unwrap();
+        let decl = match items {
+            k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaPropsOrArray::Schema(s) => s,
+            other => panic!("unexpected items {other:?}"),
+        };
+        let versions = prop(decl, &["versions"]);
+        let mut required = versions.required.clone().unwrap();
+        required.sort();
+        assert_eq!(required, ["from", "minimum", "to"]);
+        let keys: Vec<&String> = versions.properties.as_ref().unwrap().keys().collect();
+        assert_eq!(
+            keys.len(),
+            3,
+            "no other versions key is in the schema (unknown keys are rejected by strict field validation)"
+        );
+        for key in ["minimum", "from", "to"] {
+            assert_eq!(
+                prop(versions, &[key]).pattern.as_deref(),
+                Some(r"^v?[0-9]+(\.[0-9]+){0,2}$")
+            );
+        }
+        assert_eq!(
+            prop(decl, &["config"]).x_kubernetes_preserve_unknown_fields,
+            Some(true)
+        );
+    }
+}
+
+/// Every field of every version has a description (it becomes `kubectl explain`).
+#[test]
+fn every_field_is_documented() {
+    fn walk(path: &str, s: &JSONSchemaProps, missing: &mut Vec<String>) {
+        if let Some(props) = &s.properties {
+            for (key, sub) in props {
+                let p = format!("{path}.{key}");
+                if sub.description.as_deref().unwrap_or("").trim().is_empty()
+                    && !["apiVersion", "kind", "metadata"].contains(&key.as_str())
+                {
+                    missing.push(p.clone());
+                }
+                walk(&p, sub, missing);
+            }
+        }
+        if let Some(k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaPropsOrArray::Schema(items)) = &s.items {
+            walk(&format!("{path}[]"), items, missing);
+        }
+    }
+    let mut missing = Vec::new();
+    for c in crds()
+        .unwrap()
+        .iter()
+        .chain(v1alpha1_only_crds().unwrap().iter())
+    {
+        for v in &c.spec.versions {
+            walk(
+                &format!("{}/{}", c.spec.names.kind, v.name),
+                schema(v),
+                &mut missing,
+            );
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "fields without a doc comment: {missing:#?}"
+    );
+}
+
+#[test]
+fn v1alpha1_only_crds_store_v1alpha1() {
+    for c in v1alpha1_only_crds().unwrap() {
+        assert_eq!(c.spec.versions.len(), 1);
+        assert_eq!(c.spec.versions[0].name, "v1alpha1");
+        assert!(c.spec.versions[0].storage && c.spec.versions[0].served);
+    }
+}

@@ -1,0 +1,523 @@
+//! The offline CLI's contracts (SPEC 6a): exit codes, text and JSON output.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{Value, json};
+
+const EXAMPLE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../deploy/examples/opendesk-v1.18.yaml"
+);
+const MISTAKES: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/many-mistakes.yaml"
+);
+const ALPHA: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/v1alpha1-with-status.yaml"
+);
+
+fn stagehand(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_stagehand"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stagehand_stdin(args: &[&str], input: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_stagehand"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().unwrap()
+}
+
+fn json_of(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+fn text(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn example_is_valid() {
+    let out = stagehand(&["validate", "-f", EXAMPLE]);
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    assert!(text(&out).contains("valid (0 warnings)"));
+    let out = stagehand(&["validate", "-f", EXAMPLE, "-o", "json"]);
+    assert_eq!(code(&out), 0);
+    assert_eq!(
+        json_of(&out),
+        json!({"valid": true, "problems": [], "warnings": []})
+    );
+}
+
+fn problem(
+    code: &str,
+    stage: &str,
+    index: u64,
+    id: Value,
+    field: &str,
+) -> (String, String, u64, Value, String) {
+    (code.into(), stage.into(), index, id, field.into())
+}
+
+#[test]
+fn every_mistake_is_reported_at_once_with_its_code() {
+    let out = stagehand(&["validate", "-f", MISTAKES, "-o", "json"]);
+    assert_eq!(code(&out), 1);
+    let report = json_of(&out);
+    assert_eq!(report["valid"], json!(false));
+    let mut got: Vec<_> = report["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            for key in ["code", "stage", "index", "id", "field", "message"] {
+                assert!(p.get(key).is_some(), "problem lacks {key}: {p}");
+            }
+            assert_eq!(
+                p.as_object().unwrap().len(),
+                6,
+                "exactly the contract's keys: {p}"
+            );
+            (
+                p["code"].as_str().unwrap().to_string(),
+                p["stage"].as_str().unwrap().to_string(),
+                p["index"].as_u64().unwrap(),
+                p["id"].clone(),
+                p["field"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    got.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+    let mut want = vec![
+        problem("MissingId", "pre", 0, Value::Null, "id"),
+        problem("UnknownAction", "pre", 1, json!("scale_everything"), "id"),
+        problem(
+            "UnknownVersionsKey",
+            "pre",
+            2,
+            json!("workload_scale"),
+            "versions.form",
+        ),
+        problem(
+            "MissingVersionsKey",
+            "pre",
+            2,
+            json!("workload_scale"),
+            "versions.from",
+        ),
+        problem(
+            "InvalidConfig",
+            "pre",
+            2,
+            json!("workload_scale"),
+            "config.workload.replicas",
+        ),
+        problem(
+            "InvalidVersion",
+            "pre",
+            3,
+            json!("provisioning_drop_subscriptions"),
+            "versions.from",
+        ),
+        problem(
+            "MistypedSkip",
+            "pre",
+            0,
+            json!("provisioning_drop_subscriptions"),
+            "actionsSkip.tag",
+        ),
+        problem(
+            "FromBelowMinimum",
+            "post",
+            0,
+            json!("ox_shared_accounts_import"),
+            "versions.from",
+        ),
+        problem(
+            "ToBeforeFrom",
+            "post",
+            1,
+            json!("ox_connector_restart"),
+            "versions.to",
+        ),
+        problem(
+            "InvalidConfig",
+            "post",
+            2,
+            json!("flush_intercom_sessions"),
+            "config.redis.keyPatern",
+        ),
+    ];
+    want.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+    assert_eq!(got, want);
+    let number = report["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["code"] == "InvalidVersion")
+        .unwrap();
+    assert!(
+        number["message"].as_str().unwrap().contains("quote"),
+        "the YAML-number hint: {number}"
+    );
+    assert_eq!(
+        report["warnings"],
+        json!([{"code": "SkipMatchesNothing", "stage": "post", "index": 0, "id": "ox_functional_accounts_export",
+                "field": "actionsSkip.id", "message": report["warnings"][0]["message"]}])
+    );
+}
+
+#[test]
+fn below_minimum_is_reported_with_the_rest() {
+    let out = stagehand(&[
+        "validate",
+        "-f",
+        MISTAKES,
+        "--last-migrated",
+        "v1.14.2",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(code(&out), 1);
+    let report = json_of(&out);
+    let below: Vec<(&str, u64)> = report["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["code"] == "BelowMinimum")
+        .map(|p| (p["stage"].as_str().unwrap(), p["index"].as_u64().unwrap()))
+        .collect();
+    // Every declaration whose minimum parsed, of both stages.
+    assert_eq!(
+        below,
+        [
+            ("pre", 0),
+            ("pre", 1),
+            ("pre", 2),
+            ("pre", 3),
+            ("post", 0),
+            ("post", 1),
+            ("post", 2)
+        ]
+    );
+}
+
+#[test]
+fn text_errors_name_file_stage_index_id_and_field() {
+    let out = stagehand(&["validate", "-f", MISTAKES]);
+    assert_eq!(code(&out), 1);
+    let t = text(&out);
+    assert!(
+        t.contains(&format!(
+            "{MISTAKES}: error ToBeforeFrom: actions.post[1] (ox_connector_restart) versions.to: "
+        )),
+        "{t}"
+    );
+    assert!(t.contains(&format!("{MISTAKES}: error MistypedSkip: actionsSkip.pre[0] (provisioning_drop_subscriptions) tag: ")), "{t}");
+    assert!(t.contains(&format!("{MISTAKES}: warning SkipMatchesNothing: actionsSkip.post[0] (ox_functional_accounts_export) id: ")), "{t}");
+    assert!(
+        t.trim_end().ends_with("invalid (10 problems, 1 warning)"),
+        "{t}"
+    );
+}
+
+fn plan(stage: &str, last: Option<&str>) -> (i32, Value) {
+    let mut args = vec!["plan", "-f", EXAMPLE, "--stage", stage, "-o", "json"];
+    if let Some(l) = last {
+        args.extend(["--last-migrated", l]);
+    }
+    let out = stagehand(&args);
+    (code(&out), json_of(&out))
+}
+
+fn decisions(plan: &Value) -> Vec<(String, String, String)> {
+    plan["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["id"].as_str().unwrap().into(),
+                a["decision"].as_str().unwrap().into(),
+                a["reason"].as_str().unwrap().into(),
+            )
+        })
+        .collect()
+}
+
+fn d(id: &str, decision: &str, reason: &str) -> (String, String, String) {
+    (id.into(), decision.into(), reason.into())
+}
+
+#[test]
+fn plan_json_follows_the_contract() {
+    let (rc, p) = plan("pre", Some("v1.17.3"));
+    assert_eq!(rc, 0);
+    let keys: Vec<&String> = p.as_object().unwrap().keys().collect();
+    let mut sorted = keys.clone();
+    sorted.sort();
+    assert_eq!(
+        sorted,
+        [
+            "actions",
+            "freshInstallation",
+            "lastMigratedRelease",
+            "problems",
+            "stage",
+            "warnings"
+        ]
+    );
+    assert_eq!(p["stage"], "pre");
+    assert_eq!(p["lastMigratedRelease"], "v1.17.3");
+    assert_eq!(p["freshInstallation"], false);
+    assert_eq!(
+        p["actions"][1],
+        json!({"index": 1, "id": "ox_functional_accounts_export", "tag": "v1.18.0", "runMode": "apply", "decision": "run", "reason": "InWindow"})
+    );
+    assert_eq!(
+        p["actions"][0],
+        json!({"index": 0, "id": "workload_scale", "tag": null, "runMode": null, "decision": "run", "reason": "InWindow"})
+    );
+}
+
+#[test]
+fn example_decisions_for_v1_17_3_in_window() {
+    let (rc, pre) = plan("pre", Some("v1.17.3"));
+    assert_eq!(rc, 0);
+    assert_eq!(
+        decisions(&pre),
+        [
+            d("workload_scale", "run", "InWindow"),
+            d("ox_functional_accounts_export", "run", "InWindow"),
+            d("ldap_entryuuid_to_object_identifier", "run", "InWindow"),
+            d("ox_names_to_object_identifier", "run", "InWindow"),
+            d("provisioning_drop_subscriptions", "run", "InWindow"),
+        ]
+    );
+    let (_, post) = plan("post", Some("1.17.3"));
+    assert_eq!(
+        decisions(&post),
+        [
+            d("ox_shared_accounts_import", "run", "InWindow"),
+            d("flush_intercom_sessions", "run", "InWindow"),
+            d("ox_connector_restart", "run", "InWindow")
+        ]
+    );
+}
+
+#[test]
+fn example_decisions_after_the_upgrade() {
+    let (rc, pre) = plan("pre", Some("v1.18.0"));
+    assert_eq!(rc, 0);
+    assert!(
+        decisions(&pre)
+            .iter()
+            .all(|(_, dec, reason)| dec == "skip" && reason == "OutsideWindow"),
+        "{pre}"
+    );
+    assert_eq!(decisions(&pre).len(), 5);
+    let (_, post) = plan("post", Some("v1.18.0"));
+    assert_eq!(
+        decisions(&post),
+        [
+            d("ox_shared_accounts_import", "skip", "OutsideWindow"),
+            d("flush_intercom_sessions", "run", "InWindow"),
+            d("ox_connector_restart", "run", "InWindow"),
+        ]
+    );
+}
+
+#[test]
+fn example_below_minimum_fails_the_plan() {
+    for last in ["v1.14.0", "v1.14.9", "1.14.3-rc.1"] {
+        let (rc, p) = plan("pre", Some(last));
+        assert_eq!(rc, 1, "{last}");
+        assert_eq!(
+            p["actions"],
+            json!([]),
+            "nothing is planned when the declarations are invalid"
+        );
+        let problems = p["problems"].as_array().unwrap();
+        assert_eq!(
+            problems.len(),
+            8,
+            "every action of both stages has minimum v1.15: {p}"
+        );
+        assert!(problems.iter().all(|x| x["code"] == "BelowMinimum"));
+    }
+    // The window edge: v1.15.0 is in.
+    let (rc, p) = plan("pre", Some("v1.15.0"));
+    assert_eq!(rc, 0);
+    assert!(decisions(&p).iter().all(|(_, dec, _)| dec == "run"));
+}
+
+#[test]
+fn fresh_installation_runs_nothing() {
+    let (rc, p) = plan("post", None);
+    assert_eq!(rc, 0);
+    assert_eq!(p["freshInstallation"], true);
+    assert_eq!(p["lastMigratedRelease"], Value::Null);
+    assert!(
+        decisions(&p)
+            .iter()
+            .all(|(_, dec, reason)| dec == "skip" && reason == "FreshInstallation")
+    );
+}
+
+#[test]
+fn status_history_counts_and_last_migrated_overrides() {
+    let out = stagehand(&["plan", "-f", ALPHA, "--stage", "pre", "-o", "json"]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let p = json_of(&out);
+    assert_eq!(p["lastMigratedRelease"], "v1.17.2");
+    assert_eq!(
+        decisions(&p),
+        [
+            d(
+                "ldap_entryuuid_to_object_identifier",
+                "skip",
+                "FootprintRecorded"
+            ),
+            // recorded with runMode verify, declared with apply: runs once more
+            d("ox_names_to_object_identifier", "run", "InWindow"),
+            // untagged with a runMode: not run-once, its history entry gates nothing
+            d("workload_scale", "run", "InWindow"),
+            d("provisioning_drop_subscriptions", "skip", "OptedOut"),
+        ]
+    );
+    let out = stagehand(&[
+        "plan",
+        "-f",
+        ALPHA,
+        "--stage",
+        "pre",
+        "-o",
+        "json",
+        "--last-migrated",
+        "v1.18.0",
+    ]);
+    let p = json_of(&out);
+    assert_eq!(p["lastMigratedRelease"], "v1.18.0");
+    assert_eq!(
+        decisions(&p)[0],
+        d(
+            "ldap_entryuuid_to_object_identifier",
+            "skip",
+            "OutsideWindow"
+        )
+    );
+}
+
+#[test]
+fn plan_text_is_a_table() {
+    let out = stagehand(&[
+        "plan",
+        "-f",
+        EXAMPLE,
+        "--stage",
+        "post",
+        "--last-migrated",
+        "v1.18.0",
+    ]);
+    assert_eq!(code(&out), 0);
+    let t = text(&out);
+    let lines: Vec<&str> = t.lines().collect();
+    assert_eq!(
+        lines[0],
+        "stage post of release v1.18.0, last migrated release v1.18.0"
+    );
+    assert!(lines[1].starts_with("INDEX  ID"), "{t}");
+    assert!(
+        lines[2].contains("ox_shared_accounts_import")
+            && lines[2].contains("skip")
+            && lines[2].ends_with("OutsideWindow"),
+        "{t}"
+    );
+}
+
+#[test]
+fn stdin_is_read_with_dash() {
+    let manifest = std::fs::read_to_string(EXAMPLE).unwrap();
+    let out = stagehand_stdin(&["validate", "-f", "-"], &manifest);
+    assert_eq!(code(&out), 0, "{}", text(&out));
+}
+
+#[test]
+fn usage_errors_and_unreadable_input_exit_2() {
+    assert_eq!(code(&stagehand(&["validate"])), 2, "missing -f");
+    assert_eq!(
+        code(&stagehand(&["plan", "-f", EXAMPLE])),
+        2,
+        "missing --stage"
+    );
+    assert_eq!(
+        code(&stagehand(&["plan", "-f", EXAMPLE, "--stage", "middle"])),
+        2
+    );
+    assert_eq!(
+        code(&stagehand(&["validate", "-f", EXAMPLE, "-o", "xml"])),
+        2
+    );
+    let missing = stagehand(&["validate", "-f", "/nonexistent/m.yaml"]);
+    assert_eq!(code(&missing), 2);
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("/nonexistent/m.yaml"));
+    let bad = stagehand(&["validate", "-f", EXAMPLE, "--last-migrated", "latest"]);
+    assert_eq!(code(&bad), 2);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--last-migrated"));
+    for (input, why) in [
+        ("a: [", "not YAML"),
+        ("apiVersion: v1\nkind: ConfigMap\n", "no Migration"),
+        (
+            "apiVersion: apps/v1\nkind: Migration\nspec: {}\n",
+            "not a stagehand.dev Migration",
+        ),
+        (
+            "apiVersion: stagehand.dev/v1beta1\nkind: Migration\nspec: {releaseVersion: v1.18.0, actions: {pre: 3}}\n",
+            "actions.pre not a list",
+        ),
+    ] {
+        let out = stagehand_stdin(&["validate", "-f", "-"], input);
+        assert_eq!(code(&out), 2, "{why}: {}", text(&out));
+        assert!(!out.stderr.is_empty(), "{why}: says why on stderr");
+    }
+}
+
+#[test]
+fn crds_prints_both_kinds() {
+    let out = stagehand(&["crds"]);
+    assert_eq!(code(&out), 0);
+    let t = text(&out);
+    assert!(
+        t.contains("name: migrations.stagehand.dev")
+            && t.contains("name: migrationruns.stagehand.dev")
+    );
+    let committed = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/crds/stagehand-crds.yaml"
+    ))
+    .unwrap();
+    assert_eq!(
+        t, committed,
+        "deploy/crds is stale: cargo run -p stagehand -- crds > deploy/crds/stagehand-crds.yaml"
+    );
+}
