@@ -4,6 +4,7 @@
 pub mod crds;
 pub mod manifest;
 pub mod plan;
+pub mod storage;
 pub mod validate;
 
 use std::path::PathBuf;
@@ -73,6 +74,27 @@ pub enum Command {
         #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
         output: Output,
     },
+    /// Print a CRD's served, storage and stored versions, then `PENDING <version>` (exit 1)
+    /// or `MIGRATED` (exit 0). Read-only.
+    StorageStatus {
+        /// The CRD's name, e.g. `migrations.stagehand.dev`.
+        crd: String,
+    },
+    /// Rewrite every object of a CRD through its storage version, then prune
+    /// `status.storedVersions` to the storage version.
+    StorageMigrate {
+        /// The CRD's name, e.g. `migrations.stagehand.dev`.
+        crd: String,
+        /// Objects per list page.
+        #[arg(long, default_value_t = 500)]
+        page_size: u32,
+        /// Rewrites in flight at once.
+        #[arg(long, default_value_t = 8)]
+        concurrency: usize,
+        /// Upper bound on writes per second (0: bounded by --concurrency only).
+        #[arg(long, default_value_t = 2000)]
+        max_writes_per_second: u32,
+    },
 }
 
 fn parse_stage(s: &str) -> Result<Stage, String> {
@@ -94,5 +116,20 @@ pub fn run(cli: Cli) -> u8 {
             last_migrated,
             output,
         } => plan::run(&file, stage, last_migrated.as_deref(), output),
+        Command::StorageStatus { crd } => storage::status(&crd),
+        Command::StorageMigrate {
+            crd,
+            page_size,
+            concurrency,
+            max_writes_per_second,
+        } => storage::migrate(
+            &crd,
+            &stagehand_actions::crd_storage_version_migrate::engine::MigrateOptions {
+                page_size,
+                concurrency,
+                max_writes_per_second: Some(max_writes_per_second).filter(|r| *r > 0),
+                ..Default::default()
+            },
+        ),
     }
 }

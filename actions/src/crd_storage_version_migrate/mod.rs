@@ -6,6 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::ActionConfig;
 
+pub mod engine;
+
 /// The action's config.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

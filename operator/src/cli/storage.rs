@@ -1,0 +1,66 @@
+//! `stagehand storage-status` and `stagehand storage-migrate`: the storage-version lab's check
+//! and procedure, against the cluster of the current kubeconfig.
+
+use std::future::Future;
+
+use kube::Client;
+use stagehand_actions::crd_storage_version_migrate::engine::{self, MigrateOptions};
+
+use super::{EXIT_INVALID, EXIT_OK, EXIT_USAGE};
+
+/// Runs `fut` with a client of the current kubeconfig on a small runtime.
+fn with_client<F, Fut>(command: &str, f: F) -> u8
+where
+    F: FnOnce(Client) -> Fut,
+    Fut: Future<Output = u8>,
+{
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("stagehand {command}: cannot start the async runtime: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    runtime.block_on(async {
+        match Client::try_default().await {
+            Ok(client) => f(client).await,
+            Err(e) => {
+                eprintln!("stagehand {command}: cannot connect with the current kubeconfig: {e}");
+                EXIT_USAGE
+            }
+        }
+    })
+}
+
+/// Prints the lab's check; exit 0 `MIGRATED`, 1 `PENDING`, 2 when it cannot tell.
+pub fn status(crd: &str) -> u8 {
+    with_client("storage-status", |client| async move {
+        match engine::storage_state(&client, crd).await {
+            Ok(state) => {
+                print!("{}", state.render());
+                if state.pending().is_empty() { EXIT_OK } else { EXIT_INVALID }
+            }
+            Err(e) => {
+                eprintln!("stagehand storage-status: {e}");
+                EXIT_USAGE
+            }
+        }
+    })
+}
+
+/// Rewrites and prunes; prints a summary and the state after. Exit 0 when migrated.
+pub fn migrate(crd: &str, options: &MigrateOptions) -> u8 {
+    with_client("storage-migrate", |client| async move {
+        match engine::migrate(&client, crd, options).await {
+            Ok(report) => {
+                eprintln!("{}", report.summary());
+                print!("{}", report.after.render());
+                EXIT_OK
+            }
+            Err(e) => {
+                eprintln!("stagehand storage-migrate: {e}");
+                EXIT_INVALID
+            }
+        }
+    })
+}
