@@ -1729,3 +1729,69 @@ fn from_spec_rejects_lists_of_the_wrong_shape() {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Suspected bugs (ignored so the suite stays green; run with `cargo test -- --ignored`)
+// ---------------------------------------------------------------------------------------------
+
+/// Whether a spec is rejected one way or another: unreadable, or with at least one problem.
+fn rejected(spec: &Value, last: Option<&str>) -> bool {
+    match Declarations::from_spec(spec) {
+        Err(_) => true,
+        Ok(decls) => !validate(&decls, &ctx(last), &FakeCatalog).is_valid(),
+    }
+}
+
+#[test]
+#[ignore = "BUG (suspected): misspelled stage keys under actions/actionsSkip and misspelled spec keys are silently dropped"]
+fn a_misspelled_stage_or_list_key_is_not_silently_ignored() {
+    // `actionsSkip.Pre`: the opt-out is dropped and the action it excluded runs (InWindow).
+    let skip_typo = json!({
+        "releaseVersion": "v1.18.0",
+        "actions": {"pre": [tagged("noop", "v1.18.0", W)]},
+        "actionsSkip": {"Pre": [{"id": "noop", "tag": "v1.18.0"}]},
+    });
+    assert!(
+        rejected(&skip_typo, Some("v1.17.0")),
+        "actionsSkip.Pre is ignored: {:?}",
+        plan_stage(&read(&skip_typo), Pre, &ctx(Some("v1.17.0")))
+    );
+    // `actions.pree`: every declaration of the stage is dropped, and the spec is "valid".
+    let actions_typo = json!({
+        "releaseVersion": "v1.18.0",
+        "actions": {"pree": [decl("noop", W)]},
+    });
+    assert!(
+        rejected(&actions_typo, Some("v1.17.0")),
+        "actions.pree is ignored"
+    );
+    // `actionSkip` (no s): every opt-out is dropped.
+    let spec_typo = json!({
+        "releaseVersion": "v1.18.0",
+        "actions": {"pre": [decl("noop", W)]},
+        "actionSkip": {"pre": [{"id": "noop"}]},
+    });
+    assert!(
+        rejected(&spec_typo, Some("v1.17.0")),
+        "actionSkip is ignored"
+    );
+}
+
+#[test]
+#[ignore = "BUG (suspected): an unknown key in an actionsSkip entry (misspelled tag) silently turns it into an untagged opt-out"]
+fn a_misspelled_tag_key_in_a_skip_entry_is_not_silently_ignored() {
+    // The user meant {id: noop, tag: v1.18.0}; the declaration is untagged, so this is a
+    // mistyped opt-out (MistypedSkip). Instead the entry reads as `{id: noop}` and opts out the
+    // untagged declaration without any problem.
+    let s = spec_with_skips(
+        vec![decl("noop", W)],
+        vec![],
+        vec![json!({"id": "noop", "tga": "v1.18.0"})],
+        vec![],
+    );
+    assert!(
+        rejected(&s, Some("v1.17.0")),
+        "{:?}",
+        plan_stage(&read(&s), Pre, &ctx(Some("v1.17.0")))
+    );
+}

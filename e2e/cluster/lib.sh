@@ -60,10 +60,15 @@ stagehand_stop_recorded() {
 }
 
 # stagehand_remove_state DIR: removes etcd's data dir (may live on /dev/shm)
-# and DIR itself, but only a directory that `up` created (marker file).
+# and DIR itself, but only an empty directory or one that `up` set up (marker
+# file), never anything else that STAGEHAND_CLUSTER_DIR happens to point at.
 stagehand_remove_state() {
   local dir="$1" etcd_data
   [ -e "$dir" ] || return 0
+  if [ -d "$dir" ] && [ -z "$(ls -A "$dir")" ]; then
+    rmdir -- "$dir"              # e.g. a fresh STAGEHAND_CLUSTER_DIR=$(mktemp -d)
+    return 0
+  fi
   if [ ! -f "$dir/.stagehand-cluster" ]; then
     stagehand_log "refusing to remove $dir: no .stagehand-cluster marker (not made by e2e/cluster/up)"
     return 1

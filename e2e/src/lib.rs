@@ -1,1 +1,159 @@
+//! Helpers for the end-to-end tests: they run against the real control plane that
+//! `e2e/cluster/up` starts (the test command `e2e/test` starts it and exports `KUBECONFIG`).
+//!
+//! There is no skipping: without a reachable control plane every e2e test fails, saying how
+//! to start one.
 
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::Client;
+use kube::api::{Api, PostParams};
+
+/// The kubeconfig of the test control plane; panics (failing the test) when it is not set.
+pub fn kubeconfig() -> String {
+    match std::env::var("KUBECONFIG") {
+        Ok(path) if std::path::Path::new(&path).is_file() => path,
+        other => panic!(
+            "no test control plane: KUBECONFIG is {other:?}. Run the tests with e2e/test, or start one with\n  export KUBECONFIG=\"$(e2e/cluster/up | tail -n1)\""
+        ),
+    }
+}
+
+/// A client of the test control plane.
+pub async fn client() -> Client {
+    kubeconfig();
+    match Client::try_default().await {
+        Ok(c) => c,
+        Err(e) => panic!("cannot build a client from KUBECONFIG: {e}"),
+    }
+}
+
+/// Runs `kubectl` against the test control plane.
+pub fn kubectl(args: &[&str]) -> Output {
+    kubectl_stdin(args, None)
+}
+
+/// Runs `kubectl` with `input` on standard input.
+pub fn kubectl_stdin(args: &[&str], input: Option<&str>) -> Output {
+    run_with_stdin(Command::new("kubectl").env("KUBECONFIG", kubeconfig()).args(args), input)
+}
+
+/// The `stagehand` binary of this workspace, built (once per test process) if needed.
+pub fn stagehand_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .current_dir(&root)
+            .args(["build", "--quiet", "-p", "stagehand", "--bin", "stagehand"])
+            .status();
+        assert!(matches!(status, Ok(s) if s.success()), "building the stagehand binary failed: {status:?}");
+        let target = std::env::var("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|_| root.join("target"));
+        target.join("debug").join("stagehand")
+    })
+    .clone()
+}
+
+/// Runs `stagehand` against the test control plane.
+pub fn stagehand(args: &[&str]) -> Output {
+    run_with_stdin(Command::new(stagehand_bin()).env("KUBECONFIG", kubeconfig()).args(args), None)
+}
+
+fn run_with_stdin(cmd: &mut Command, input: Option<&str>) -> Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    cmd.stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => panic!("cannot run {cmd:?}: {e}"),
+    };
+    if let (Some(text), Some(mut stdin)) = (input, child.stdin.take())
+        && let Err(e) = stdin.write_all(text.as_bytes())
+    {
+        panic!("cannot write to {cmd:?}: {e}");
+    }
+    match child.wait_with_output() {
+        Ok(out) => out,
+        Err(e) => panic!("{cmd:?} did not finish: {e}"),
+    }
+}
+
+/// Standard output as text.
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Standard error as text.
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Asserts success, showing both streams otherwise; returns stdout.
+pub fn ok(what: &str, out: &Output) -> String {
+    assert!(out.status.success(), "{what} failed ({:?})\nstdout:\n{}\nstderr:\n{}", out.status, stdout(out), stderr(out));
+    stdout(out)
+}
+
+/// Polls `check` every 100 ms until it returns `Some`, failing the test after `timeout`.
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A namespace of its own for one test. When the test fails, everything in it is printed;
+/// the namespace is deleted either way.
+#[derive(Debug)]
+pub struct TestNamespace {
+    /// The namespace's name.
+    pub name: String,
+}
+
+impl TestNamespace {
+    /// Creates `<prefix>-<pid>-<n>`.
+    pub async fn new(client: &Client, prefix: &str) -> Self {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let name = format!("{prefix}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
+        let api: Api<Namespace> = Api::all(client.clone());
+        let ns: Namespace = match serde_json::from_value(serde_json::json!({"metadata": {"name": name}})) {
+            Ok(ns) => ns,
+            Err(e) => panic!("namespace object: {e}"),
+        };
+        if let Err(e) = api.create(&PostParams::default(), &ns).await {
+            panic!("creating namespace {name}: {e}");
+        }
+        Self { name }
+    }
+
+    /// Prints what the namespace holds (for a failing test).
+    pub fn dump(&self) {
+        let out = kubectl(&["get", "all,events,migrations.stagehand.dev,migrationruns.stagehand.dev", "-n", &self.name, "-o", "yaml"]);
+        eprintln!("---- namespace {} at failure ----\n{}{}", self.name, stdout(&out), stderr(&out));
+    }
+}
+
+impl Drop for TestNamespace {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.dump();
+        }
+        let _ = kubectl(&["delete", "namespace", &self.name, "--wait=false", "--ignore-not-found"]);
+    }
+}
