@@ -48,15 +48,42 @@ pub const ACTION_IDS: [&str; 9] = [
 pub fn config_schemas() -> Vec<(&'static str, serde_json::Value)> {
     use check::schema_of;
     vec![
-        (workload_scale::Config::ID, schema_of::<workload_scale::Config>()),
-        (ox_connector_restart::Config::ID, schema_of::<ox_connector_restart::Config>()),
-        (provisioning_drop_subscriptions::Config::ID, schema_of::<provisioning_drop_subscriptions::Config>()),
-        (flush_intercom_sessions::Config::ID, schema_of::<flush_intercom_sessions::Config>()),
-        (ldap_entryuuid_to_object_identifier::Config::ID, schema_of::<ldap_entryuuid_to_object_identifier::Config>()),
-        (ox_names_to_object_identifier::Config::ID, schema_of::<ox_names_to_object_identifier::Config>()),
-        (ox_functional_accounts_export::Config::ID, schema_of::<ox_functional_accounts_export::Config>()),
-        (ox_shared_accounts_import::Config::ID, schema_of::<ox_shared_accounts_import::Config>()),
-        (crd_storage_version_migrate::Config::ID, schema_of::<crd_storage_version_migrate::Config>()),
+        (
+            workload_scale::Config::ID,
+            schema_of::<workload_scale::Config>(),
+        ),
+        (
+            ox_connector_restart::Config::ID,
+            schema_of::<ox_connector_restart::Config>(),
+        ),
+        (
+            provisioning_drop_subscriptions::Config::ID,
+            schema_of::<provisioning_drop_subscriptions::Config>(),
+        ),
+        (
+            flush_intercom_sessions::Config::ID,
+            schema_of::<flush_intercom_sessions::Config>(),
+        ),
+        (
+            ldap_entryuuid_to_object_identifier::Config::ID,
+            schema_of::<ldap_entryuuid_to_object_identifier::Config>(),
+        ),
+        (
+            ox_names_to_object_identifier::Config::ID,
+            schema_of::<ox_names_to_object_identifier::Config>(),
+        ),
+        (
+            ox_functional_accounts_export::Config::ID,
+            schema_of::<ox_functional_accounts_export::Config>(),
+        ),
+        (
+            ox_shared_accounts_import::Config::ID,
+            schema_of::<ox_shared_accounts_import::Config>(),
+        ),
+        (
+            crd_storage_version_migrate::Config::ID,
+            schema_of::<crd_storage_version_migrate::Config>(),
+        ),
     ]
 }
 

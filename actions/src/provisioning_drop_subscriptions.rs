@@ -15,7 +15,7 @@ pub struct Config {
     #[serde(default)]
     pub provisioning: Provisioning,
     /// The names of the subscriptions to drop (e.g. `ox-connector`).
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1), inner(length(min = 1)))]
     pub subscriptions: Vec<SubscriptionName>,
 }
 

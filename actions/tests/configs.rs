@@ -674,7 +674,7 @@ fn the_library_dispatches_each_id_to_its_config_type() {
 // ---------------------------------------------------------------------------------------------
 
 #[test]
-#[ignore = "BUG (suspected): an empty subscription name is accepted (every other name field has minLength 1)"]
+
 fn provisioning_drop_subscriptions_rejects_an_empty_subscription_name() {
     let found = lib_issues(
         "provisioning_drop_subscriptions",

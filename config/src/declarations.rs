@@ -11,6 +11,18 @@ use crate::{Footprint, Stage};
 pub const VERSIONS_KEYS: [&str; 3] = ["minimum", "from", "to"];
 /// The keys an action declaration may hold.
 pub const DECLARATION_KEYS: [&str; 5] = ["id", "tag", "runMode", "versions", "config"];
+/// The keys an `actionsSkip` entry may hold.
+pub const SKIP_KEYS: [&str; 2] = ["id", "tag"];
+/// The keys a Migration spec may hold (both served versions).
+pub const SPEC_KEYS: [&str; 7] = [
+    "releaseVersion",
+    "actions",
+    "actionsSkip",
+    "secretFiles",
+    "objectStore",
+    "installedRelease",
+    "suspend",
+];
 
 /// The document is not a Migration at all, so there is nothing to validate.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -101,6 +113,8 @@ pub struct Recorded {
     pub last_migrated: Option<Release>,
     /// Every recorded footprint.
     pub history: Vec<Footprint>,
+    /// Problems with what is recorded (an invalid `lastMigratedRelease`).
+    pub problems: Vec<Problem>,
 }
 
 impl Declarations {
@@ -127,8 +141,41 @@ impl Declarations {
         if let Some(v) = spec.get("installedRelease").filter(|v| !v.is_null()) {
             out.installed_release = release_field(v, "installedRelease", &mut out.problems);
         }
+        for key in spec.keys().filter(|k| !SPEC_KEYS.contains(&k.as_str())) {
+            // A misspelled list would silently drop declarations or opt-outs.
+            let code = if key.to_ascii_lowercase().contains("skip") {
+                ProblemCode::MistypedSkip
+            } else {
+                ProblemCode::InvalidConfig
+            };
+            out.problems.push(Problem::top(
+                code,
+                key.clone(),
+                format!(
+                    "unknown key {key:?} in the spec: expected {}",
+                    SPEC_KEYS.join(", ")
+                ),
+            ));
+        }
         let actions = optional_object(spec, "actions", "spec.actions")?;
         let skips = optional_object(spec, "actionsSkip", "spec.actionsSkip")?;
+        for (list, map, code) in [
+            ("actions", actions, ProblemCode::InvalidConfig),
+            ("actionsSkip", skips, ProblemCode::MistypedSkip),
+        ] {
+            let stages = Stage::ALL.map(Stage::as_str);
+            for key in map
+                .into_iter()
+                .flat_map(|m| m.keys())
+                .filter(|k| !stages.contains(&k.as_str()))
+            {
+                out.problems.push(Problem::top(
+                    code,
+                    format!("{list}.{key}"),
+                    format!("unknown stage {key:?} in {list}: the stages are pre and post"),
+                ));
+            }
+        }
         for stage in Stage::ALL {
             let list = optional_list(actions, stage.as_str(), &format!("spec.actions.{stage}"))?;
             let decls = list
@@ -160,21 +207,11 @@ impl Recorded {
             return Ok(Self::default());
         };
         let status = as_object(status, "status")?;
+        let mut problems = Vec::new();
         let last_migrated = match status.get("lastMigratedRelease") {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) if s.is_empty() => None,
-            Some(Value::String(s)) => {
-                Some(Release::parse(s).map_err(|e| ManifestError::Shape {
-                    path: "status.lastMigratedRelease".into(),
-                    message: e.to_string(),
-                })?)
-            }
-            Some(_) => {
-                return Err(ManifestError::Shape {
-                    path: "status.lastMigratedRelease".into(),
-                    message: "must be a string".into(),
-                });
-            }
+            Some(v) => release_field(v, "status.lastMigratedRelease", &mut problems),
         };
         let mut history = Vec::new();
         if let Some(entries) = status.get("history").filter(|v| !v.is_null()) {
@@ -215,6 +252,7 @@ impl Recorded {
         Ok(Self {
             last_migrated,
             history,
+            problems,
         })
     }
 }
@@ -241,10 +279,12 @@ pub fn read_manifest(doc: &Value) -> Result<(Declarations, Recorded), ManifestEr
         path: "spec".into(),
         message: "is missing".into(),
     })?;
-    Ok((
-        Declarations::from_spec(spec)?,
-        Recorded::from_status(obj.get("status"))?,
-    ))
+    let mut declarations = Declarations::from_spec(spec)?;
+    let recorded = Recorded::from_status(obj.get("status"))?;
+    declarations
+        .problems
+        .extend(recorded.problems.iter().cloned());
+    Ok((declarations, recorded))
 }
 
 fn as_object<'a>(v: &'a Value, path: &str) -> Result<&'a Map<String, Value>, ManifestError> {
@@ -316,6 +356,17 @@ fn string_key(
 ) -> Option<String> {
     match entry.get(key) {
         None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.trim().is_empty() => {
+            problems.push(Problem::at(
+                ProblemCode::InvalidConfig,
+                stage,
+                index,
+                id,
+                key,
+                format!("{key} is empty: leave the key out instead (an empty {key} is still a value and would be recorded)"),
+            ));
+            None
+        }
         Some(Value::String(s)) => Some(s.clone()),
         Some(other) => {
             problems.push(Problem::at(
@@ -508,18 +559,18 @@ fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 fn read_skip(stage: Stage, index: usize, entry: &Value, problems: &mut Vec<Problem>) -> SkipEntry {
+    let obj = entry.as_object();
+    let id = obj
+        .and_then(|o| o.get("id"))
+        .and_then(Value::as_str)
+        .filter(|s| !s.trim().is_empty())
+        .map(str::to_string);
     let mut skip = SkipEntry {
         index,
         id: None,
         tag: None,
     };
-    let obj = entry.as_object();
-    skip.id = obj
-        .and_then(|o| o.get("id"))
-        .and_then(Value::as_str)
-        .filter(|s| !s.trim().is_empty())
-        .map(str::to_string);
-    if skip.id.is_none() {
+    let Some(id) = id else {
         problems.push(Problem::at(
             ProblemCode::MissingId,
             stage,
@@ -528,20 +579,52 @@ fn read_skip(stage: Stage, index: usize, entry: &Value, problems: &mut Vec<Probl
             "actionsSkip.id",
             "the opt-out has no id: name the declared action to skip (and its tag, if it has one)",
         ));
-    }
-    if let Some(obj) = obj {
-        match obj.get("tag") {
-            None | Some(Value::Null) => {}
-            Some(Value::String(s)) => skip.tag = Some(s.clone()),
-            Some(other) => problems.push(Problem::at(
-                ProblemCode::MistypedSkip,
-                stage,
-                index,
-                skip.id.as_deref(),
-                "actionsSkip.tag",
-                format!("tag must be a quoted string, not {other}"),
-            )),
+        return skip;
+    };
+    let mut mistyped = |field: String, message: String| {
+        problems.push(Problem::at(
+            ProblemCode::MistypedSkip,
+            stage,
+            index,
+            Some(&id),
+            field,
+            message,
+        ));
+    };
+    let mut readable = true;
+    let entry = obj.into_iter().flatten();
+    for (key, value) in entry {
+        match (key.as_str(), value) {
+            ("id", _) | ("tag", Value::Null) => {}
+            ("tag", Value::String(t)) if !t.trim().is_empty() => skip.tag = Some(t.clone()),
+            ("tag", Value::String(_)) => {
+                readable = false;
+                mistyped(
+                    "actionsSkip.tag".into(),
+                    "tag is empty: leave it out to skip an untagged declaration".into(),
+                );
+            }
+            ("tag", other) => {
+                readable = false;
+                mistyped(
+                    "actionsSkip.tag".into(),
+                    format!("tag must be a quoted string, not {other}"),
+                );
+            }
+            (other, _) => {
+                readable = false;
+                mistyped(
+                    format!("actionsSkip.{other}"),
+                    format!(
+                        "unknown key {other:?} in the opt-out: it holds only id and tag, and a misspelled tag would skip another declaration"
+                    ),
+                );
+            }
         }
+    }
+    // An entry with a mistake skips nothing and is not matched again (one problem per mistake).
+    if readable {
+        skip.id = Some(id);
     }
     skip
 }

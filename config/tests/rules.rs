@@ -180,6 +180,13 @@ fn assert_problem_set(report: &Report, expected: &[Key<ProblemCode>]) {
     assert_eq!(got, want, "{report:#?}");
 }
 
+/// Whether `message` tells the user to quote the value (the word "quote", not "unquoted").
+fn says_quote(message: &str) -> bool {
+    message
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .any(|w| w.eq_ignore_ascii_case("quote"))
+}
+
 use ProblemCode::*;
 use Stage::{Post, Pre};
 
@@ -485,7 +492,7 @@ fn invalid_version_for_a_yaml_number_says_to_quote_it() {
             &[at(InvalidVersion, Pre, 0, Some("noop"), "versions.to")],
         );
         assert!(
-            report.problems[0].message.to_lowercase().contains("quote"),
+            says_quote(&report.problems[0].message),
             "{number}: {report:#?}"
         );
     }
@@ -519,7 +526,7 @@ fn invalid_release_version() {
         assert_problems(&report, &[top(InvalidVersion, "releaseVersion")]);
         assert!(read(&s).release_version.is_none());
         if bad.is_number() {
-            assert!(report.problems[0].message.contains("quote"), "{report:#?}");
+            assert!(says_quote(&report.problems[0].message), "{report:#?}");
         }
     }
 }
@@ -1113,6 +1120,53 @@ fn all_problems_of_both_stages_are_reported_at_once() {
     );
 }
 
+#[test]
+fn problems_and_warnings_are_listed_in_document_order() {
+    // Spec fields first, then per stage its actions and then its opt-outs, each by index.
+    let s = json!({
+        "releaseVersion": "soon",
+        "actions": {
+            "pre": [decl("noop", W), decl("nope", W), unset(decl("noop", W), "id")],
+            "post": [bound(decl("scale", W), "to", json!("x"))],
+        },
+        "actionsSkip": {
+            "pre": [{"id": "gone"}, {}],
+            "post": [{"id": "scale", "tag": "v1"}, {"id": "gone"}],
+        },
+    });
+    let report = check(&s, None);
+    assert_eq!(
+        keys(&report.problems),
+        vec![
+            top(InvalidVersion, "releaseVersion"),
+            at(UnknownAction, Pre, 1, Some("nope"), "id"),
+            at(MissingId, Pre, 2, None, "id"),
+            at(MissingId, Pre, 1, None, "actionsSkip.id"),
+            at(InvalidVersion, Post, 0, Some("scale"), "versions.to"),
+            at(MistypedSkip, Post, 0, Some("scale"), "actionsSkip.tag"),
+        ]
+    );
+    assert_eq!(
+        keys(&report.warnings),
+        vec![
+            at(
+                WarningCode::SkipMatchesNothing,
+                Pre,
+                0,
+                Some("gone"),
+                "actionsSkip.id"
+            ),
+            at(
+                WarningCode::SkipMatchesNothing,
+                Post,
+                1,
+                Some("gone"),
+                "actionsSkip.id"
+            ),
+        ]
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Planning
 // ---------------------------------------------------------------------------------------------
@@ -1682,14 +1736,6 @@ fn from_status_rejects_a_malformed_status() {
     );
     for (status, path) in [
         (json!([]), "status"),
-        (
-            json!({"lastMigratedRelease": 1.17}),
-            "status.lastMigratedRelease",
-        ),
-        (
-            json!({"lastMigratedRelease": "yesterday"}),
-            "status.lastMigratedRelease",
-        ),
         (json!({"history": {}}), "status.history"),
         (
             json!({"history": [{"stage": "during", "id": "x"}]}),
@@ -1730,8 +1776,45 @@ fn from_spec_rejects_lists_of_the_wrong_shape() {
     }
 }
 
+/// An invalid recorded release is a problem like any other (collected, not a read error).
+#[test]
+fn an_invalid_recorded_release_is_an_invalid_version_problem() {
+    for value in [json!(1.17), json!("yesterday")] {
+        let recorded = Recorded::from_status(Some(&json!({"lastMigratedRelease": value}))).unwrap();
+        assert_eq!(recorded.last_migrated, None);
+        let got: Vec<_> = recorded
+            .problems
+            .iter()
+            .map(|p| (p.code, p.stage, p.index, p.field.clone()))
+            .collect();
+        assert_eq!(
+            got,
+            [(
+                ProblemCode::InvalidVersion,
+                None,
+                None,
+                Some("status.lastMigratedRelease".to_string())
+            )],
+            "{value}"
+        );
+    }
+    let manifest = json!({
+        "apiVersion": "stagehand.dev/v1beta1", "kind": "Migration",
+        "spec": {"releaseVersion": "v1.18.0"},
+        "status": {"lastMigratedRelease": "yesterday"},
+    });
+    let (decls, _) = read_manifest(&manifest).unwrap();
+    assert!(
+        decls
+            .problems
+            .iter()
+            .any(|p| p.code == ProblemCode::InvalidVersion
+                && p.field.as_deref() == Some("status.lastMigratedRelease"))
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
-// Suspected bugs (ignored so the suite stays green; run with `cargo test -- --ignored`)
+// Formerly suspected bugs, now fixed: misspelled keys are problems, never silently dropped.
 // ---------------------------------------------------------------------------------------------
 
 /// Whether a spec is rejected one way or another: unreadable, or with at least one problem.
@@ -1743,7 +1826,7 @@ fn rejected(spec: &Value, last: Option<&str>) -> bool {
 }
 
 #[test]
-#[ignore = "BUG (suspected): misspelled stage keys under actions/actionsSkip and misspelled spec keys are silently dropped"]
+
 fn a_misspelled_stage_or_list_key_is_not_silently_ignored() {
     // `actionsSkip.Pre`: the opt-out is dropped and the action it excluded runs (InWindow).
     let skip_typo = json!({
@@ -1778,7 +1861,7 @@ fn a_misspelled_stage_or_list_key_is_not_silently_ignored() {
 }
 
 #[test]
-#[ignore = "BUG (suspected): an unknown key in an actionsSkip entry (misspelled tag) silently turns it into an untagged opt-out"]
+
 fn a_misspelled_tag_key_in_a_skip_entry_is_not_silently_ignored() {
     // The user meant {id: noop, tag: v1.18.0}; the declaration is untagged, so this is a
     // mistyped opt-out (MistypedSkip). Instead the entry reads as `{id: noop}` and opts out the
@@ -1793,5 +1876,45 @@ fn a_misspelled_tag_key_in_a_skip_entry_is_not_silently_ignored() {
         rejected(&s, Some("v1.17.0")),
         "{:?}",
         plan_stage(&read(&s), Pre, &ctx(Some("v1.17.0")))
+    );
+}
+
+/// An empty tag or runMode is a mistake (a template rendering "" for "none"), not a value.
+#[test]
+fn empty_tag_or_run_mode_is_a_problem() {
+    for key in ["tag", "runMode"] {
+        let mut entry = decl("noop", W);
+        entry[key] = json!("");
+        let s = json!({"releaseVersion": "v1.18.0", "actions": {"pre": [entry]}});
+        let d = read(&s);
+        let got: Vec<_> = d
+            .problems
+            .iter()
+            .map(|p| (p.code, p.index, p.field.clone()))
+            .collect();
+        assert_eq!(
+            got,
+            [(ProblemCode::InvalidConfig, Some(0), Some(key.to_string()))],
+            "{key}"
+        );
+    }
+    let s = spec_with_skips(
+        vec![tagged("noop", "v1.18.0", W)],
+        vec![],
+        vec![json!({"id": "noop", "tag": ""})],
+        vec![],
+    );
+    let r = validate(&read(&s), &ctx(Some("v1.17.0")), &FakeCatalog);
+    let got: Vec<_> = r
+        .problems
+        .iter()
+        .map(|p| (p.code, p.field.clone()))
+        .collect();
+    assert_eq!(
+        got,
+        [(
+            ProblemCode::MistypedSkip,
+            Some("actionsSkip.tag".to_string())
+        )]
     );
 }

@@ -40,10 +40,12 @@ pub struct ActionDeclaration {
     /// added it, e.g. `v1.18.0`). A tagged action runs once: its footprint
     /// (stage, id, tag, runMode) is recorded and it is skipped once recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
     pub tag: Option<String>,
     /// The mode the work is performed in (`apply` for every action that changes data). Part
     /// of a tagged action's footprint; on an untagged action it is recorded but gates nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
     pub run_mode: Option<String>,
     /// Which last-migrated releases the action supports and runs for.
     pub versions: VersionWindow,

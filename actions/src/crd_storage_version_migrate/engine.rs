@@ -54,7 +54,9 @@ pub enum StorageError {
         new_storage: String,
     },
     /// An object kept conflicting with concurrent writers.
-    #[error("{object}: still conflicting after {attempts} attempts; storedVersions left unchanged, run storage-migrate again")]
+    #[error(
+        "{object}: still conflicting after {attempts} attempts; storedVersions left unchanged, run storage-migrate again"
+    )]
     Conflicts {
         /// `namespace/name` of the object.
         object: String,
@@ -88,7 +90,11 @@ pub struct StorageState {
 impl StorageState {
     /// Stored versions other than the storage version: objects may still be stored in them.
     pub fn pending(&self) -> Vec<&str> {
-        self.stored.iter().map(String::as_str).filter(|v| *v != self.storage).collect()
+        self.stored
+            .iter()
+            .map(String::as_str)
+            .filter(|v| *v != self.storage)
+            .collect()
     }
 
     /// The lab's check output: `served=`, `storage=`, `stored=` lines, then `PENDING <v>` per
@@ -121,9 +127,19 @@ impl StorageState {
             .map(|v| v.name.clone())
             .ok_or_else(|| StorageError::NoStorageVersion(name.clone()))?;
         Ok(Self {
-            served: crd.spec.versions.iter().filter(|v| v.served).map(|v| v.name.clone()).collect(),
+            served: crd
+                .spec
+                .versions
+                .iter()
+                .filter(|v| v.served)
+                .map(|v| v.name.clone())
+                .collect(),
             storage,
-            stored: crd.status.as_ref().and_then(|s| s.stored_versions.clone()).unwrap_or_default(),
+            stored: crd
+                .status
+                .as_ref()
+                .and_then(|s| s.stored_versions.clone())
+                .unwrap_or_default(),
             crd: name,
         })
     }
@@ -144,7 +160,12 @@ pub struct MigrateOptions {
 
 impl Default for MigrateOptions {
     fn default() -> Self {
-        Self { page_size: 500, concurrency: 8, max_writes_per_second: Some(2000), conflict_attempts: 5 }
+        Self {
+            page_size: 500,
+            concurrency: 8,
+            max_writes_per_second: Some(2000),
+            conflict_attempts: 5,
+        }
     }
 }
 
@@ -169,7 +190,11 @@ impl MigrateReport {
     /// One line for people.
     pub fn summary(&self) -> String {
         if self.before.pending().is_empty() {
-            return format!("{}: storedVersions already [{}]; nothing to rewrite", self.before.crd, self.before.stored.join(","));
+            return format!(
+                "{}: storedVersions already [{}]; nothing to rewrite",
+                self.before.crd,
+                self.before.stored.join(",")
+            );
         }
         format!(
             "{}: rewrote {} objects through {} in {:.1}s ({} deleted meanwhile, {} conflicts retried); storedVersions [{}] -> [{}]",
@@ -200,11 +225,22 @@ async fn get_crd(client: &Client, crd: &str) -> Result<CustomResourceDefinition,
 
 /// Rewrites every object of `crd` through its storage version, then prunes `storedVersions`.
 /// Does nothing when `storedVersions` already holds only the storage version.
-pub async fn migrate(client: &Client, crd_name: &str, options: &MigrateOptions) -> Result<MigrateReport, StorageError> {
+pub async fn migrate(
+    client: &Client,
+    crd_name: &str,
+    options: &MigrateOptions,
+) -> Result<MigrateReport, StorageError> {
     let crd = get_crd(client, crd_name).await?;
     let before = StorageState::of(&crd)?;
     if before.pending().is_empty() {
-        return Ok(MigrateReport { after: before.clone(), before, rewritten: 0, gone: 0, conflicts: 0, elapsed: Duration::ZERO });
+        return Ok(MigrateReport {
+            after: before.clone(),
+            before,
+            rewritten: 0,
+            gone: 0,
+            conflicts: 0,
+            elapsed: Duration::ZERO,
+        });
     }
     let generation = crd.metadata.generation.unwrap_or_default();
     let gvk = GroupVersionKind::gvk(&crd.spec.group, &before.storage, &crd.spec.names.kind);
@@ -228,7 +264,9 @@ pub async fn migrate(client: &Client, crd_name: &str, options: &MigrateOptions) 
             new_storage: current.storage,
         });
     }
-    let status = now.status.get_or_insert_with(CustomResourceDefinitionStatus::default);
+    let status = now
+        .status
+        .get_or_insert_with(CustomResourceDefinitionStatus::default);
     status.stored_versions = Some(vec![before.storage.clone()]);
     // `now` carries the resourceVersion we read: the API server refuses the write (409) if the
     // CRD changed since, and we report that instead of pruning blindly.
@@ -236,7 +274,9 @@ pub async fn migrate(client: &Client, crd_name: &str, options: &MigrateOptions) 
     let written = api
         .replace_status(crd_name, &PostParams::default(), &now)
         .await
-        .map_err(api_err(format!("pruning status.storedVersions of {crd_name} (storedVersions left unchanged)")))?;
+        .map_err(api_err(format!(
+            "pruning status.storedVersions of {crd_name} (storedVersions left unchanged)"
+        )))?;
     Ok(MigrateReport {
         before,
         after: StorageState::of(&written)?,
@@ -262,7 +302,10 @@ async fn rewrite_all(
     counters: &Counters,
 ) -> Result<(), StorageError> {
     let list_api: Api<DynamicObject> = Api::all_with(client.clone(), resource);
-    let pacer = options.max_writes_per_second.filter(|r| *r > 0).map(|r| Arc::new(Pacer::new(r)));
+    let pacer = options
+        .max_writes_per_second
+        .filter(|r| *r > 0)
+        .map(|r| Arc::new(Pacer::new(r)));
     let mut continue_token: Option<String> = None;
     loop {
         let mut params = ListParams::default().limit(options.page_size.max(1));
@@ -286,7 +329,15 @@ async fn rewrite_all(
                     if let Some(p) = pacer {
                         p.wait().await;
                     }
-                    rewrite_one(client, resource, namespaced, object, options.conflict_attempts, counters).await
+                    rewrite_one(
+                        client,
+                        resource,
+                        namespaced,
+                        object,
+                        options.conflict_attempts,
+                        counters,
+                    )
+                    .await
                 }
             })
             .await?;
@@ -312,7 +363,9 @@ async fn rewrite_one(
         (Some(ns), true) => Api::namespaced_with(client.clone(), ns, resource),
         _ => Api::all_with(client.clone(), resource),
     };
-    let label = namespace.as_ref().map_or_else(|| name.clone(), |ns| format!("{ns}/{name}"));
+    let label = namespace
+        .as_ref()
+        .map_or_else(|| name.clone(), |ns| format!("{ns}/{name}"));
     for attempt in 1..=attempts.max(1) {
         match api.replace(&name, &PostParams::default(), &object).await {
             Ok(_) => {
@@ -325,7 +378,11 @@ async fn rewrite_one(
             }
             Err(e) if is_status(&e, 409) && attempt < attempts => {
                 counters.conflicts.fetch_add(1, Ordering::Relaxed);
-                match api.get_opt(&name).await.map_err(api_err(format!("re-reading {label}")))? {
+                match api
+                    .get_opt(&name)
+                    .await
+                    .map_err(api_err(format!("re-reading {label}")))?
+                {
                     Some(fresh) => object = fresh,
                     None => {
                         counters.gone.fetch_add(1, Ordering::Relaxed);
@@ -334,10 +391,18 @@ async fn rewrite_one(
                 }
             }
             Err(e) if is_status(&e, 409) => break,
-            Err(e) => return Err(api_err(format!("rewriting {label} through {}", resource.version))(e)),
+            Err(e) => {
+                return Err(api_err(format!(
+                    "rewriting {label} through {}",
+                    resource.version
+                ))(e));
+            }
         }
     }
-    Err(StorageError::Conflicts { object: label, attempts })
+    Err(StorageError::Conflicts {
+        object: label,
+        attempts,
+    })
 }
 
 /// Spaces writes evenly so that at most `rate` start per second.
@@ -349,7 +414,10 @@ struct Pacer {
 
 impl Pacer {
     fn new(rate: u32) -> Self {
-        Self { interval: Duration::from_secs(1) / rate, next: Mutex::new(tokio::time::Instant::now()) }
+        Self {
+            interval: Duration::from_secs(1) / rate,
+            next: Mutex::new(tokio::time::Instant::now()),
+        }
     }
 
     async fn wait(&self) {
@@ -380,7 +448,10 @@ mod tests {
     fn pending_and_render() {
         let s = state(&["v1alpha1", "v1beta1"]);
         assert_eq!(s.pending(), ["v1alpha1"]);
-        assert_eq!(s.render(), "served=v1alpha1,v1beta1\nstorage=v1beta1\nstored=v1alpha1,v1beta1\nPENDING v1alpha1\n");
+        assert_eq!(
+            s.render(),
+            "served=v1alpha1,v1beta1\nstorage=v1beta1\nstored=v1alpha1,v1beta1\nPENDING v1alpha1\n"
+        );
         let s = state(&["v1beta1"]);
         assert!(s.pending().is_empty());
         assert!(s.render().ends_with("stored=v1beta1\nMIGRATED\n"));

@@ -14,7 +14,11 @@ where
     F: FnOnce(Client) -> Fut,
     Fut: Future<Output = u8>,
 {
-    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("stagehand {command}: cannot start the async runtime: {e}");
@@ -38,7 +42,11 @@ pub fn status(crd: &str) -> u8 {
         match engine::storage_state(&client, crd).await {
             Ok(state) => {
                 print!("{}", state.render());
-                if state.pending().is_empty() { EXIT_OK } else { EXIT_INVALID }
+                if state.pending().is_empty() {
+                    EXIT_OK
+                } else {
+                    EXIT_INVALID
+                }
             }
             Err(e) => {
                 eprintln!("stagehand storage-status: {e}");
