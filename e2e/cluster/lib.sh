@@ -10,6 +10,15 @@ stagehand_state_dir() {
   printf '%s\n' "${d%/}"
 }
 
+# The lock file that serializes up/down on one state dir. It lives in the
+# cache, not next to the state dir, so that nothing is left beside a
+# STAGEHAND_CLUSTER_DIR=$(mktemp -d).
+stagehand_lock_file() {
+  local locks="${XDG_CACHE_HOME:-$HOME/.cache}/stagehand/locks"
+  mkdir -p "$locks"
+  printf '%s/%s.lock\n' "$locks" "$(printf '%s' "$1" | sha256sum | cut -c1-16)"
+}
+
 # Field 22 of /proc/PID/stat (start time in clock ticks since boot), which
 # together with the PID identifies one process: a recycled PID gets a new one.
 # Fails for a process that is gone or a zombie.
@@ -40,7 +49,7 @@ stagehand_stop_recorded() {
   mapfile -t lines < "$dir/pids"
   for ((i = ${#lines[@]} - 1; i >= 0; i--)); do
     read -r name pid start <<<"${lines[i]}"
-    [ -n "${pid:-}" ] && [ -n "${start:-}" ] || continue
+    if [ -z "${pid:-}" ] || [ -z "${start:-}" ]; then continue; fi
     stagehand_alive "$pid" "$start" || continue
     stagehand_log "stopping $name (pid $pid)"
     kill -TERM "$pid" 2>/dev/null || continue

@@ -40,7 +40,12 @@ pub fn kubectl(args: &[&str]) -> Output {
 
 /// Runs `kubectl` with `input` on standard input.
 pub fn kubectl_stdin(args: &[&str], input: Option<&str>) -> Output {
-    run_with_stdin(Command::new("kubectl").env("KUBECONFIG", kubeconfig()).args(args), input)
+    run_with_stdin(
+        Command::new("kubectl")
+            .env("KUBECONFIG", kubeconfig())
+            .args(args),
+        input,
+    )
 }
 
 /// The `stagehand` binary of this workspace, built (once per test process) if needed.
@@ -53,8 +58,13 @@ pub fn stagehand_bin() -> PathBuf {
             .current_dir(&root)
             .args(["build", "--quiet", "-p", "stagehand", "--bin", "stagehand"])
             .status();
-        assert!(matches!(status, Ok(s) if s.success()), "building the stagehand binary failed: {status:?}");
-        let target = std::env::var("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|_| root.join("target"));
+        assert!(
+            matches!(status, Ok(s) if s.success()),
+            "building the stagehand binary failed: {status:?}"
+        );
+        let target = std::env::var("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|_| root.join("target"));
         target.join("debug").join("stagehand")
     })
     .clone()
@@ -62,15 +72,24 @@ pub fn stagehand_bin() -> PathBuf {
 
 /// Runs `stagehand` against the test control plane.
 pub fn stagehand(args: &[&str]) -> Output {
-    run_with_stdin(Command::new(stagehand_bin()).env("KUBECONFIG", kubeconfig()).args(args), None)
+    run_with_stdin(
+        Command::new(stagehand_bin())
+            .env("KUBECONFIG", kubeconfig())
+            .args(args),
+        None,
+    )
 }
 
 fn run_with_stdin(cmd: &mut Command, input: Option<&str>) -> Output {
     use std::io::Write;
     use std::process::Stdio;
-    cmd.stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    cmd.stdin(if input.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => panic!("cannot run {cmd:?}: {e}"),
@@ -98,7 +117,13 @@ pub fn stderr(out: &Output) -> String {
 
 /// Asserts success, showing both streams otherwise; returns stdout.
 pub fn ok(what: &str, out: &Output) -> String {
-    assert!(out.status.success(), "{what} failed ({:?})\nstdout:\n{}\nstderr:\n{}", out.status, stdout(out), stderr(out));
+    assert!(
+        out.status.success(),
+        "{what} failed ({:?})\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        stdout(out),
+        stderr(out)
+    );
     stdout(out)
 }
 
@@ -113,7 +138,10 @@ where
         if let Some(v) = check().await {
             return v;
         }
-        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -130,12 +158,17 @@ impl TestNamespace {
     /// Creates `<prefix>-<pid>-<n>`.
     pub async fn new(client: &Client, prefix: &str) -> Self {
         static N: AtomicU32 = AtomicU32::new(0);
-        let name = format!("{prefix}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
+        let name = format!(
+            "{prefix}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
         let api: Api<Namespace> = Api::all(client.clone());
-        let ns: Namespace = match serde_json::from_value(serde_json::json!({"metadata": {"name": name}})) {
-            Ok(ns) => ns,
-            Err(e) => panic!("namespace object: {e}"),
-        };
+        let ns: Namespace =
+            match serde_json::from_value(serde_json::json!({"metadata": {"name": name}})) {
+                Ok(ns) => ns,
+                Err(e) => panic!("namespace object: {e}"),
+            };
         if let Err(e) = api.create(&PostParams::default(), &ns).await {
             panic!("creating namespace {name}: {e}");
         }
@@ -144,8 +177,20 @@ impl TestNamespace {
 
     /// Prints what the namespace holds (for a failing test).
     pub fn dump(&self) {
-        let out = kubectl(&["get", "all,events,migrations.stagehand.dev,migrationruns.stagehand.dev", "-n", &self.name, "-o", "yaml"]);
-        eprintln!("---- namespace {} at failure ----\n{}{}", self.name, stdout(&out), stderr(&out));
+        let out = kubectl(&[
+            "get",
+            "all,events,migrations.stagehand.dev,migrationruns.stagehand.dev",
+            "-n",
+            &self.name,
+            "-o",
+            "yaml",
+        ]);
+        eprintln!(
+            "---- namespace {} at failure ----\n{}{}",
+            self.name,
+            stdout(&out),
+            stderr(&out)
+        );
     }
 }
 
@@ -154,6 +199,12 @@ impl Drop for TestNamespace {
         if std::thread::panicking() {
             self.dump();
         }
-        let _ = kubectl(&["delete", "namespace", &self.name, "--wait=false", "--ignore-not-found"]);
+        let _ = kubectl(&[
+            "delete",
+            "namespace",
+            &self.name,
+            "--wait=false",
+            "--ignore-not-found",
+        ]);
     }
 }

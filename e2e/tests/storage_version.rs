@@ -6,7 +6,9 @@
 use std::time::Duration;
 
 use serde_json::Value;
-use stagehand_e2e::{TestNamespace, client, kubectl, kubectl_stdin, ok, stagehand, stderr, stdout, wait_for};
+use stagehand_e2e::{
+    TestNamespace, client, kubectl, kubectl_stdin, ok, stagehand, stderr, stdout, wait_for,
+};
 
 /// Both tests replace cluster-scoped CRDs; they run one at a time.
 static CLUSTER_SCOPED: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -25,17 +27,26 @@ fn stored_versions(crd: &str) -> Vec<String> {
 /// Deletes a CRD and waits until it is gone.
 async fn delete_crd(crd: &str) {
     let _ = kubectl(&["delete", "crd", crd, "--ignore-not-found", "--wait=false"]);
-    wait_for(&format!("CRD {crd} to be deleted"), Duration::from_secs(60), || async {
-        let out = kubectl(&["get", "crd", crd, "--ignore-not-found", "-o", "name"]);
-        stdout(&out).trim().is_empty().then_some(())
-    })
+    wait_for(
+        &format!("CRD {crd} to be deleted"),
+        Duration::from_secs(60),
+        || async {
+            let out = kubectl(&["get", "crd", crd, "--ignore-not-found", "-o", "name"]);
+            stdout(&out).trim().is_empty().then_some(())
+        },
+    )
     .await;
 }
 
 fn wait_established(crd: &str) {
     ok(
         "wait Established",
-        &kubectl(&["wait", "--for=condition=Established", "--timeout=60s", &format!("crd/{crd}")]),
+        &kubectl(&[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            &format!("crd/{crd}"),
+        ]),
     );
 }
 
@@ -47,11 +58,17 @@ async fn the_lab_replayed_against_the_api_server() {
 
     // 1. Two versions, v1alpha1 stored.
     let crd_yaml = include_str!("fixtures/tunnels-crd.yaml");
-    ok("apply CRD", &kubectl_stdin(&["apply", "-f", "-"], Some(crd_yaml)));
+    ok(
+        "apply CRD",
+        &kubectl_stdin(&["apply", "-f", "-"], Some(crd_yaml)),
+    );
     wait_established(TUNNELS);
     let status = stagehand(&["storage-status", TUNNELS]);
     assert_eq!(status.status.code(), Some(0), "{}", stderr(&status));
-    assert_eq!(stdout(&status), "served=v1alpha1,v1beta1\nstorage=v1alpha1\nstored=v1alpha1\nMIGRATED\n");
+    assert_eq!(
+        stdout(&status),
+        "served=v1alpha1,v1beta1\nstorage=v1alpha1\nstored=v1alpha1\nMIGRATED\n"
+    );
 
     // 2. Two Tunnels through v1alpha1: the deprecation warning arrives on stderr.
     let ns = TestNamespace::new(&client, "crd-version").await;
@@ -62,43 +79,108 @@ async fn the_lab_replayed_against_the_api_server() {
         );
         let out = kubectl_stdin(&["apply", "-f", "-"], Some(&manifest));
         ok("create tunnel", &out);
-        assert!(stderr(&out).contains("Warning: net.labhub.io/v1alpha1 Tunnel is deprecated"), "stderr: {}", stderr(&out));
-        assert!(!stdout(&out).contains("deprecated"), "the warning is on stderr only");
+        assert!(
+            stderr(&out).contains("Warning: net.labhub.io/v1alpha1 Tunnel is deprecated"),
+            "stderr: {}",
+            stderr(&out)
+        );
+        assert!(
+            !stdout(&out).contains("deprecated"),
+            "the warning is on stderr only"
+        );
     }
     assert_eq!(stored_versions(TUNNELS), ["v1alpha1"]);
 
     // 3. Read through v1beta1: new apiVersion, no mtu (defaults apply when written).
-    let east = json(&kubectl(&["get", "tunnels.v1beta1.net.labhub.io", "t-east", "-n", &ns.name, "-o", "json"]), "get");
+    let east = json(
+        &kubectl(&[
+            "get",
+            "tunnels.v1beta1.net.labhub.io",
+            "t-east",
+            "-n",
+            &ns.name,
+            "-o",
+            "json",
+        ]),
+        "get",
+    );
     assert_eq!(east["apiVersion"], "net.labhub.io/v1beta1");
-    assert_eq!(east["spec"].get("mtu"), None, "mtu is not there before a rewrite: {east}");
+    assert_eq!(
+        east["spec"].get("mtu"),
+        None,
+        "mtu is not there before a rewrite: {east}"
+    );
 
     // 4. Flip storage: storedVersions grows.
     ok(
         "flip storage",
         &kubectl(&[
-            "patch", "crd", TUNNELS, "--type=json", "-p",
+            "patch",
+            "crd",
+            TUNNELS,
+            "--type=json",
+            "-p",
             r#"[{"op":"replace","path":"/spec/versions/0/storage","value":false},{"op":"replace","path":"/spec/versions/1/storage","value":true}]"#,
         ]),
     );
     assert_eq!(stored_versions(TUNNELS), ["v1alpha1", "v1beta1"]);
     let status = stagehand(&["storage-status", TUNNELS]);
     assert_eq!(status.status.code(), Some(1), "PENDING exits non-zero");
-    assert_eq!(stdout(&status), "served=v1alpha1,v1beta1\nstorage=v1beta1\nstored=v1alpha1,v1beta1\nPENDING v1alpha1\n");
+    assert_eq!(
+        stdout(&status),
+        "served=v1alpha1,v1beta1\nstorage=v1beta1\nstored=v1alpha1,v1beta1\nPENDING v1alpha1\n"
+    );
 
     // 6 (before the prune): removing v1alpha1 from spec.versions is refused, naming storedVersions.
-    let refused = kubectl(&["patch", "crd", TUNNELS, "--type=json", "-p", r#"[{"op":"remove","path":"/spec/versions/0"}]"#]);
-    assert!(!refused.status.success(), "the API server must refuse to drop a stored version");
-    assert!(stderr(&refused).contains("status.storedVersions"), "{}", stderr(&refused));
+    let refused = kubectl(&[
+        "patch",
+        "crd",
+        TUNNELS,
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/spec/versions/0"}]"#,
+    ]);
+    assert!(
+        !refused.status.success(),
+        "the API server must refuse to drop a stored version"
+    );
+    assert!(
+        stderr(&refused).contains("status.storedVersions"),
+        "{}",
+        stderr(&refused)
+    );
     assert_eq!(stored_versions(TUNNELS), ["v1alpha1", "v1beta1"]);
 
     // 5 + 7. storage-migrate rewrites every Tunnel (mtu appears) and then prunes.
     let migrated = stagehand(&["storage-migrate", TUNNELS]);
     assert_eq!(migrated.status.code(), Some(0), "{}", stderr(&migrated));
-    assert!(stderr(&migrated).contains("rewrote 2 objects through v1beta1"), "{}", stderr(&migrated));
-    assert!(stdout(&migrated).ends_with("stored=v1beta1\nMIGRATED\n"), "{}", stdout(&migrated));
+    assert!(
+        stderr(&migrated).contains("rewrote 2 objects through v1beta1"),
+        "{}",
+        stderr(&migrated)
+    );
+    assert!(
+        stdout(&migrated).ends_with("stored=v1beta1\nMIGRATED\n"),
+        "{}",
+        stdout(&migrated)
+    );
     for name in ["t-east", "t-west"] {
-        let t = json(&kubectl(&["get", "tunnels.v1beta1.net.labhub.io", name, "-n", &ns.name, "-o", "json"]), "get");
-        assert_eq!(t["spec"]["mtu"], 1400, "{name} was rewritten through v1beta1: {t}");
+        let t = json(
+            &kubectl(&[
+                "get",
+                "tunnels.v1beta1.net.labhub.io",
+                name,
+                "-n",
+                &ns.name,
+                "-o",
+                "json",
+            ]),
+            "get",
+        );
+        assert_eq!(
+            t["spec"]["mtu"], 1400,
+            "{name} was rewritten through v1beta1: {t}"
+        );
         assert_eq!(t["spec"]["port"], 4789);
     }
     assert_eq!(stored_versions(TUNNELS), ["v1beta1"]);
@@ -106,34 +188,91 @@ async fn the_lab_replayed_against_the_api_server() {
     // 8. Retire: v1alpha1 served=false; a v1alpha1 GET fails as not found, v1beta1 still reads.
     ok(
         "stop serving v1alpha1",
-        &kubectl(&["patch", "crd", TUNNELS, "--type=json", "-p", r#"[{"op":"replace","path":"/spec/versions/0/served","value":false}]"#]),
+        &kubectl(&[
+            "patch",
+            "crd",
+            TUNNELS,
+            "--type=json",
+            "-p",
+            r#"[{"op":"replace","path":"/spec/versions/0/served","value":false}]"#,
+        ]),
     );
-    let gone = wait_for("v1alpha1 to stop being served", Duration::from_secs(30), || async {
-        let out = kubectl(&["get", "tunnels.v1alpha1.net.labhub.io", "t-east", "-n", &ns.name]);
-        (!out.status.success()).then_some(out)
-    })
+    let gone = wait_for(
+        "v1alpha1 to stop being served",
+        Duration::from_secs(30),
+        || async {
+            let out = kubectl(&[
+                "get",
+                "tunnels.v1alpha1.net.labhub.io",
+                "t-east",
+                "-n",
+                &ns.name,
+            ]);
+            (!out.status.success()).then_some(out)
+        },
+    )
     .await;
     let message = stderr(&gone);
-    assert!(message.contains("the server could not find the requested resource") || message.contains("NotFound"), "{message}");
-    let east = json(&kubectl(&["get", "tunnels.v1beta1.net.labhub.io", "t-east", "-n", &ns.name, "-o", "json"]), "get");
+    assert!(
+        message.contains("the server could not find the requested resource")
+            || message.contains("NotFound"),
+        "{message}"
+    );
+    let east = json(
+        &kubectl(&[
+            "get",
+            "tunnels.v1beta1.net.labhub.io",
+            "t-east",
+            "-n",
+            &ns.name,
+            "-o",
+            "json",
+        ]),
+        "get",
+    );
     assert_eq!(east["spec"]["endpoint"], "10.30.0.11");
 
     // The check: MIGRATED, exit 0, the same answer however often it runs.
     let first = stagehand(&["storage-status", TUNNELS]);
     let second = stagehand(&["storage-status", TUNNELS]);
     assert_eq!(first.status.code(), Some(0));
-    assert_eq!(stdout(&first), "served=v1beta1\nstorage=v1beta1\nstored=v1beta1\nMIGRATED\n");
+    assert_eq!(
+        stdout(&first),
+        "served=v1beta1\nstorage=v1beta1\nstored=v1beta1\nMIGRATED\n"
+    );
     assert_eq!(stdout(&first), stdout(&second));
     let again = stagehand(&["storage-migrate", TUNNELS]);
     assert_eq!(again.status.code(), Some(0));
-    assert!(stderr(&again).contains("nothing to rewrite"), "{}", stderr(&again));
+    assert!(
+        stderr(&again).contains("nothing to rewrite"),
+        "{}",
+        stderr(&again)
+    );
 
     // With every object rewritten and the record pruned, removing v1alpha1 is now safe.
     ok(
         "remove v1alpha1",
-        &kubectl(&["patch", "crd", TUNNELS, "--type=json", "-p", r#"[{"op":"remove","path":"/spec/versions/0"}]"#]),
+        &kubectl(&[
+            "patch",
+            "crd",
+            TUNNELS,
+            "--type=json",
+            "-p",
+            r#"[{"op":"remove","path":"/spec/versions/0"}]"#,
+        ]),
     );
-    let east = json(&kubectl(&["get", "tunnels.v1beta1.net.labhub.io", "t-east", "-n", &ns.name, "-o", "json"]), "get");
+    let east = json(
+        &kubectl(&[
+            "get",
+            "tunnels.v1beta1.net.labhub.io",
+            "t-east",
+            "-n",
+            &ns.name,
+            "-o",
+            "json",
+        ]),
+        "get",
+    );
     assert_eq!(east["spec"]["mtu"], 1400);
     drop(ns);
     delete_crd(TUNNELS).await;
@@ -145,7 +284,13 @@ async fn a_failed_rewrite_never_prunes() {
     let _serial = CLUSTER_SCOPED.lock().await;
     let client = client().await;
     delete_crd(TUNNELS).await;
-    ok("apply CRD", &kubectl_stdin(&["apply", "-f", "-"], Some(include_str!("fixtures/tunnels-crd.yaml"))));
+    ok(
+        "apply CRD",
+        &kubectl_stdin(
+            &["apply", "-f", "-"],
+            Some(include_str!("fixtures/tunnels-crd.yaml")),
+        ),
+    );
     wait_established(TUNNELS);
     let ns = TestNamespace::new(&client, "crd-fail").await;
     for name in ["t-ok-1", "t-stuck", "t-ok-2"] {
@@ -153,12 +298,19 @@ async fn a_failed_rewrite_never_prunes() {
             "apiVersion: net.labhub.io/v1alpha1\nkind: Tunnel\nmetadata:\n  name: {name}\n  namespace: {}\nspec:\n  endpoint: 10.0.0.1\n  port: 1\n",
             ns.name
         );
-        ok("create", &kubectl_stdin(&["apply", "-f", "-"], Some(&manifest)));
+        ok(
+            "create",
+            &kubectl_stdin(&["apply", "-f", "-"], Some(&manifest)),
+        );
     }
     ok(
         "flip storage",
         &kubectl(&[
-            "patch", "crd", TUNNELS, "--type=json", "-p",
+            "patch",
+            "crd",
+            TUNNELS,
+            "--type=json",
+            "-p",
             r#"[{"op":"replace","path":"/spec/versions/0/storage","value":false},{"op":"replace","path":"/spec/versions/1/storage","value":true}]"#,
         ]),
     );
@@ -191,28 +343,68 @@ spec:
 "#,
         ns.name
     );
-    ok("apply policy", &kubectl_stdin(&["apply", "-f", "-"], Some(&policy)));
+    ok(
+        "apply policy",
+        &kubectl_stdin(&["apply", "-f", "-"], Some(&policy)),
+    );
     // The policy takes effect asynchronously: wait until an update of t-stuck is refused.
-    wait_for("the admission policy to deny t-stuck", Duration::from_secs(60), || async {
-        let out = kubectl(&["label", "tunnels.v1beta1.net.labhub.io", "t-stuck", "-n", &ns.name, "probe=1", "--overwrite"]);
-        (!out.status.success() && stderr(&out).contains("frozen")).then_some(())
-    })
+    wait_for(
+        "the admission policy to deny t-stuck",
+        Duration::from_secs(60),
+        || async {
+            let out = kubectl(&[
+                "label",
+                "tunnels.v1beta1.net.labhub.io",
+                "t-stuck",
+                "-n",
+                &ns.name,
+                "probe=1",
+                "--overwrite",
+            ]);
+            (!out.status.success() && stderr(&out).contains("frozen")).then_some(())
+        },
+    )
     .await;
 
     let failed = stagehand(&["storage-migrate", TUNNELS]);
-    assert_eq!(failed.status.code(), Some(1), "stdout {} stderr {}", stdout(&failed), stderr(&failed));
-    assert!(stderr(&failed).contains("t-stuck"), "the error names the object: {}", stderr(&failed));
-    assert_eq!(stored_versions(TUNNELS), ["v1alpha1", "v1beta1"], "nothing pruned after a failed rewrite");
+    assert_eq!(
+        failed.status.code(),
+        Some(1),
+        "stdout {} stderr {}",
+        stdout(&failed),
+        stderr(&failed)
+    );
+    assert!(
+        stderr(&failed).contains("t-stuck"),
+        "the error names the object: {}",
+        stderr(&failed)
+    );
+    assert_eq!(
+        stored_versions(TUNNELS),
+        ["v1alpha1", "v1beta1"],
+        "nothing pruned after a failed rewrite"
+    );
     let status = stagehand(&["storage-status", TUNNELS]);
     assert_eq!(status.status.code(), Some(1));
     assert!(stdout(&status).contains("PENDING v1alpha1"));
 
     // Once the obstacle is gone, a rerun finishes the job.
-    ok("delete policy", &kubectl(&["delete", "validatingadmissionpolicybinding,validatingadmissionpolicy", "deny-t-stuck"]));
-    let rerun = wait_for("storage-migrate to succeed after the policy is gone", Duration::from_secs(60), || async {
-        let out = stagehand(&["storage-migrate", TUNNELS]);
-        out.status.success().then_some(out)
-    })
+    ok(
+        "delete policy",
+        &kubectl(&[
+            "delete",
+            "validatingadmissionpolicybinding,validatingadmissionpolicy",
+            "deny-t-stuck",
+        ]),
+    );
+    let rerun = wait_for(
+        "storage-migrate to succeed after the policy is gone",
+        Duration::from_secs(60),
+        || async {
+            let out = stagehand(&["storage-migrate", TUNNELS]);
+            out.status.success().then_some(out)
+        },
+    )
     .await;
     assert!(stdout(&rerun).ends_with("MIGRATED\n"));
     assert_eq!(stored_versions(TUNNELS), ["v1beta1"]);
@@ -230,8 +422,14 @@ async fn own_crds_migrate_from_v1alpha1_storage() {
     for crd in crds {
         delete_crd(crd).await;
     }
-    let old = ok("crds --v1alpha1-only", &stagehand(&["crds", "--v1alpha1-only"]));
-    ok("apply v1alpha1 CRDs", &kubectl_stdin(&["apply", "--server-side", "-f", "-"], Some(&old)));
+    let old = ok(
+        "crds --v1alpha1-only",
+        &stagehand(&["crds", "--v1alpha1-only"]),
+    );
+    ok(
+        "apply v1alpha1 CRDs",
+        &kubectl_stdin(&["apply", "--server-side", "-f", "-"], Some(&old)),
+    );
     for crd in crds {
         wait_established(crd);
         assert_eq!(stored_versions(crd), ["v1alpha1"]);
@@ -261,7 +459,13 @@ spec: {{migrationRef: opendesk, stage: pre, release: "v1.18.0"}}
 
     // Upgrade to the current CRDs: v1beta1 becomes the storage version.
     let current = ok("crds", &stagehand(&["crds"]));
-    ok("apply current CRDs", &kubectl_stdin(&["apply", "--server-side", "--force-conflicts", "-f", "-"], Some(&current)));
+    ok(
+        "apply current CRDs",
+        &kubectl_stdin(
+            &["apply", "--server-side", "--force-conflicts", "-f", "-"],
+            Some(&current),
+        ),
+    );
     for crd in crds {
         wait_established(crd);
         assert_eq!(stored_versions(crd), ["v1alpha1", "v1beta1"]);
@@ -270,23 +474,61 @@ spec: {{migrationRef: opendesk, stage: pre, release: "v1.18.0"}}
         assert!(stdout(&status).ends_with("PENDING v1alpha1\n"));
     }
     // Before the rewrite, the new defaults are not stored.
-    let run = json(&kubectl(&["get", "migrationruns.v1beta1.stagehand.dev", "opendesk-pre", "-n", &ns.name, "-o", "json"]), "get");
+    let run = json(
+        &kubectl(&[
+            "get",
+            "migrationruns.v1beta1.stagehand.dev",
+            "opendesk-pre",
+            "-n",
+            &ns.name,
+            "-o",
+            "json",
+        ]),
+        "get",
+    );
     assert_eq!(run["spec"].get("waitTimeoutSeconds"), None, "{run}");
 
     for crd in crds {
         let out = stagehand(&["storage-migrate", crd]);
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-        assert!(stderr(&out).contains("rewrote 1 objects through v1beta1"), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("rewrote 1 objects through v1beta1"),
+            "{}",
+            stderr(&out)
+        );
         assert_eq!(stored_versions(crd), ["v1beta1"]);
     }
-    let run = json(&kubectl(&["get", "migrationruns.v1beta1.stagehand.dev", "opendesk-pre", "-n", &ns.name, "-o", "json"]), "get");
+    let run = json(
+        &kubectl(&[
+            "get",
+            "migrationruns.v1beta1.stagehand.dev",
+            "opendesk-pre",
+            "-n",
+            &ns.name,
+            "-o",
+            "json",
+        ]),
+        "get",
+    );
     assert_eq!(run["apiVersion"], "stagehand.dev/v1beta1");
     assert_eq!(run["spec"]["waitTimeoutSeconds"], 3600, "{run}");
-    let mig = json(&kubectl(&["get", "migrations.v1beta1.stagehand.dev", "opendesk", "-n", &ns.name, "-o", "json"]), "get");
+    let mig = json(
+        &kubectl(&[
+            "get",
+            "migrations.v1beta1.stagehand.dev",
+            "opendesk",
+            "-n",
+            &ns.name,
+            "-o",
+            "json",
+        ]),
+        "get",
+    );
     assert_eq!(mig["spec"]["suspend"], false, "{mig}");
     assert_eq!(mig["spec"]["actions"]["pre"][0]["id"], "workload_scale");
     // Read with the typed v1beta1 API as well.
-    let api: kube::Api<stagehand_crds::MigrationRun> = kube::Api::namespaced(client.clone(), &ns.name);
+    let api: kube::Api<stagehand_crds::MigrationRun> =
+        kube::Api::namespaced(client.clone(), &ns.name);
     let typed = api.get("opendesk-pre").await.unwrap();
     assert_eq!(typed.spec.wait_timeout_seconds, 3600);
     drop(ns);
