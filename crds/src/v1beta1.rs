@@ -79,6 +79,10 @@ fn default_false() -> bool {
     false
 }
 
+// Immutability is one `self == oldSelf` transition rule per field, not one on `spec`: a rule
+// on `spec` would also refuse the storage-version rewrite, which fills in the defaults a newer
+// version adds (oldSelf, read from the old storage version, lacks them). A per-field rule only
+// runs when the field exists in both, so a newly defaulted field passes and every change fails.
 /// One execution of one stage of a Migration.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[kube(
@@ -111,28 +115,32 @@ fn default_false() -> bool {
         json_path = ".metadata.creationTimestamp"
     )
 )]
-#[x_kube(validation = Rule::new("self == oldSelf").message("spec is immutable: create a new MigrationRun instead"))]
 #[serde(rename_all = "camelCase")]
 pub struct MigrationRunSpec {
     /// The name of the Migration (same namespace) whose stage this run executes.
     #[schemars(length(min = 1))]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("migrationRef is immutable: create a new MigrationRun instead"))]
     pub migration_ref: String,
     /// The stage to run: `pre` or `post`.
+    #[x_kube(validation = Rule::new("self == oldSelf").message("stage is immutable: create a new MigrationRun instead"))]
     pub stage: Stage,
     /// The release this run is for; must equal the Migration's `releaseVersion`, so that a
     /// stale definition never runs.
     #[schemars(regex(
         pattern = r"^v?[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$"
     ))]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("release is immutable: create a new MigrationRun instead"))]
     pub release: String,
     /// Plan only: every action proves it can reach what it would change and reports what it
     /// would do; nothing is changed and no footprint is recorded.
     #[serde(default)]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("dryRun is immutable: create a new MigrationRun instead"))]
     pub dry_run: bool,
     /// How long the run may wait to start (for another run of the Migration, or for a post
     /// run, for the release's pre run to succeed) before it fails with reason `Failed`.
     #[serde(default = "default_wait_timeout_seconds")]
     #[schemars(default = "default_wait_timeout_seconds", range(min = 1))]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("waitTimeoutSeconds is immutable: create a new MigrationRun instead"))]
     pub wait_timeout_seconds: i64,
 }
 

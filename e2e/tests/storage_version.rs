@@ -526,6 +526,29 @@ spec: {{migrationRef: opendesk, stage: pre, release: "v1.18.0"}}
     );
     assert_eq!(mig["spec"]["suspend"], false, "{mig}");
     assert_eq!(mig["spec"]["actions"]["pre"][0]["id"], "workload_scale");
+    // The spec stays immutable (the rewrite above was allowed to add the new default).
+    for patch in [
+        r#"{"spec":{"stage":"post"}}"#,
+        r#"{"spec":{"waitTimeoutSeconds":60}}"#,
+        r#"{"spec":{"dryRun":true}}"#,
+    ] {
+        let refused = kubectl(&[
+            "patch",
+            "migrationruns.v1beta1.stagehand.dev",
+            "opendesk-pre",
+            "-n",
+            &ns.name,
+            "--type=merge",
+            "-p",
+            patch,
+        ]);
+        assert!(!refused.status.success(), "{patch} must be refused");
+        assert!(
+            stderr(&refused).contains("is immutable: create a new MigrationRun instead"),
+            "{}",
+            stderr(&refused)
+        );
+    }
     // Read with the typed v1beta1 API as well.
     let api: kube::Api<stagehand_crds::MigrationRun> =
         kube::Api::namespaced(client.clone(), &ns.name);
