@@ -31,61 +31,37 @@ pub trait ActionConfig: DeserializeOwned + JsonSchema {
     }
 }
 
-/// Every action id of the library, in the order docs/actions.md lists them.
-pub const ACTION_IDS: [&str; 9] = [
-    workload_scale::Config::ID,
-    ox_connector_restart::Config::ID,
-    provisioning_drop_subscriptions::Config::ID,
-    flush_intercom_sessions::Config::ID,
-    ldap_entryuuid_to_object_identifier::Config::ID,
-    ox_names_to_object_identifier::Config::ID,
-    ox_functional_accounts_export::Config::ID,
-    ox_shared_accounts_import::Config::ID,
-    crd_storage_version_migrate::Config::ID,
-];
+/// Declares the library once: every action module with its typed `Config`.
+macro_rules! library {
+    ($($module:ident),* $(,)?) => {
+        /// Every action id of the library, in the order docs/actions.md lists them.
+        pub const ACTION_IDS: &[&str] = &[$($module::Config::ID),*];
 
-/// The JSON schema of every action's config, by id (for documentation and tooling).
-pub fn config_schemas() -> Vec<(&'static str, serde_json::Value)> {
-    use check::schema_of;
-    vec![
-        (
-            workload_scale::Config::ID,
-            schema_of::<workload_scale::Config>(),
-        ),
-        (
-            ox_connector_restart::Config::ID,
-            schema_of::<ox_connector_restart::Config>(),
-        ),
-        (
-            provisioning_drop_subscriptions::Config::ID,
-            schema_of::<provisioning_drop_subscriptions::Config>(),
-        ),
-        (
-            flush_intercom_sessions::Config::ID,
-            schema_of::<flush_intercom_sessions::Config>(),
-        ),
-        (
-            ldap_entryuuid_to_object_identifier::Config::ID,
-            schema_of::<ldap_entryuuid_to_object_identifier::Config>(),
-        ),
-        (
-            ox_names_to_object_identifier::Config::ID,
-            schema_of::<ox_names_to_object_identifier::Config>(),
-        ),
-        (
-            ox_functional_accounts_export::Config::ID,
-            schema_of::<ox_functional_accounts_export::Config>(),
-        ),
-        (
-            ox_shared_accounts_import::Config::ID,
-            schema_of::<ox_shared_accounts_import::Config>(),
-        ),
-        (
-            crd_storage_version_migrate::Config::ID,
-            schema_of::<crd_storage_version_migrate::Config>(),
-        ),
-    ]
+        /// The JSON schema of every action's config, by id (for documentation and tooling).
+        pub fn config_schemas() -> Vec<(&'static str, serde_json::Value)> {
+            vec![$(($module::Config::ID, check::schema_of::<$module::Config>())),*]
+        }
+
+        fn config_issues_of(id: &str, config: &serde_json::Value) -> Option<Vec<ConfigIssue>> {
+            match id {
+                $($module::Config::ID => Some(check::issues::<$module::Config>(config)),)*
+                _ => None,
+            }
+        }
+    };
 }
+
+library!(
+    workload_scale,
+    ox_connector_restart,
+    provisioning_drop_subscriptions,
+    flush_intercom_sessions,
+    ldap_entryuuid_to_object_identifier,
+    ox_names_to_object_identifier,
+    ox_functional_accounts_export,
+    ox_shared_accounts_import,
+    crd_storage_version_migrate,
+);
 
 /// The action library as validation sees it.
 #[derive(Debug, Clone, Copy, Default)]
@@ -93,32 +69,6 @@ pub struct Library;
 
 impl ActionCatalog for Library {
     fn config_issues(&self, id: &str, config: &serde_json::Value) -> Option<Vec<ConfigIssue>> {
-        use check::issues;
-        Some(match id {
-            workload_scale::Config::ID => issues::<workload_scale::Config>(config),
-            ox_connector_restart::Config::ID => issues::<ox_connector_restart::Config>(config),
-            provisioning_drop_subscriptions::Config::ID => {
-                issues::<provisioning_drop_subscriptions::Config>(config)
-            }
-            flush_intercom_sessions::Config::ID => {
-                issues::<flush_intercom_sessions::Config>(config)
-            }
-            ldap_entryuuid_to_object_identifier::Config::ID => {
-                issues::<ldap_entryuuid_to_object_identifier::Config>(config)
-            }
-            ox_names_to_object_identifier::Config::ID => {
-                issues::<ox_names_to_object_identifier::Config>(config)
-            }
-            ox_functional_accounts_export::Config::ID => {
-                issues::<ox_functional_accounts_export::Config>(config)
-            }
-            ox_shared_accounts_import::Config::ID => {
-                issues::<ox_shared_accounts_import::Config>(config)
-            }
-            crd_storage_version_migrate::Config::ID => {
-                issues::<crd_storage_version_migrate::Config>(config)
-            }
-            _ => return None,
-        })
+        config_issues_of(id, config)
     }
 }

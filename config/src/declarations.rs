@@ -4,7 +4,7 @@
 use serde_json::{Map, Value};
 
 use crate::problems::{Problem, ProblemCode};
-use crate::series::{Release, Series, VersionError};
+use crate::series::{Release, Series};
 use crate::{Footprint, Stage};
 
 /// The keys a `versions` mapping must hold, exactly.
@@ -354,32 +354,23 @@ fn string_key(
     id: Option<&str>,
     problems: &mut Vec<Problem>,
 ) -> Option<String> {
-    match entry.get(key) {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) if s.trim().is_empty() => {
-            problems.push(Problem::at(
-                ProblemCode::InvalidConfig,
-                stage,
-                index,
-                id,
-                key,
-                format!("{key} is empty: leave the key out instead (an empty {key} is still a value and would be recorded)"),
-            ));
-            None
-        }
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(other) => {
-            problems.push(Problem::at(
-                ProblemCode::InvalidConfig,
-                stage,
-                index,
-                id,
-                key,
-                format!("{key} must be a string, not {other}; quote it"),
-            ));
-            None
-        }
-    }
+    let message = match entry.get(key) {
+        None | Some(Value::Null) => return None,
+        Some(Value::String(s)) if !s.trim().is_empty() => return Some(s.clone()),
+        Some(Value::String(_)) => format!(
+            "{key} is empty: leave the key out instead (an empty {key} is still a value and would be recorded)"
+        ),
+        Some(other) => format!("{key} must be a string, not {other}; quote it"),
+    };
+    problems.push(Problem::at(
+        ProblemCode::InvalidConfig,
+        stage,
+        index,
+        id,
+        key,
+        message,
+    ));
+    None
 }
 
 fn read_declaration(
@@ -510,7 +501,7 @@ fn read_declaration(
                     index,
                     id,
                     field.clone(),
-                    format!("{field} {}", describe(&e)),
+                    format!("{field} {}", e),
                 )),
             },
             Some(other) => problems.push(Problem::at(
@@ -525,10 +516,6 @@ fn read_declaration(
     }
     [decl.minimum, decl.from, decl.to] = bounds;
     decl
-}
-
-fn describe(e: &VersionError) -> String {
-    e.to_string()
 }
 
 /// The versions key a misspelling was most likely meant to be.

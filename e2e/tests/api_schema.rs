@@ -6,6 +6,15 @@ use stagehand_e2e::{TestNamespace, client, kubectl, kubectl_stdin, ok, stagehand
 
 fn install_current_crds() {
     let current = ok("crds", &stagehand(&["crds"]));
+    // What the README tells users to run is accepted as it is.
+    ok(
+        "client dry run",
+        &kubectl_stdin(&["apply", "--dry-run=client", "-f", "-"], Some(&current)),
+    );
+    ok(
+        "server dry run",
+        &kubectl_stdin(&["apply", "--dry-run=server", "-f", "-"], Some(&current)),
+    );
     ok(
         "apply CRDs",
         &kubectl_stdin(

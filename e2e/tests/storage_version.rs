@@ -38,6 +38,21 @@ async fn delete_crd(crd: &str) {
     .await;
 }
 
+/// Step 4 of the lab: v1alpha1 stops being, and v1beta1 becomes, the storage version.
+fn flip_storage(crd: &str) {
+    ok(
+        "flip storage",
+        &kubectl(&[
+            "patch",
+            "crd",
+            crd,
+            "--type=json",
+            "-p",
+            r#"[{"op":"replace","path":"/spec/versions/0/storage","value":false},{"op":"replace","path":"/spec/versions/1/storage","value":true}]"#,
+        ]),
+    );
+}
+
 fn wait_established(crd: &str) {
     ok(
         "wait Established",
@@ -112,17 +127,7 @@ async fn the_lab_replayed_against_the_api_server() {
     );
 
     // 4. Flip storage: storedVersions grows.
-    ok(
-        "flip storage",
-        &kubectl(&[
-            "patch",
-            "crd",
-            TUNNELS,
-            "--type=json",
-            "-p",
-            r#"[{"op":"replace","path":"/spec/versions/0/storage","value":false},{"op":"replace","path":"/spec/versions/1/storage","value":true}]"#,
-        ]),
-    );
+    flip_storage(TUNNELS);
     assert_eq!(stored_versions(TUNNELS), ["v1alpha1", "v1beta1"]);
     let status = stagehand(&["storage-status", TUNNELS]);
     assert_eq!(status.status.code(), Some(1), "PENDING exits non-zero");
@@ -303,17 +308,7 @@ async fn a_failed_rewrite_never_prunes() {
             &kubectl_stdin(&["apply", "-f", "-"], Some(&manifest)),
         );
     }
-    ok(
-        "flip storage",
-        &kubectl(&[
-            "patch",
-            "crd",
-            TUNNELS,
-            "--type=json",
-            "-p",
-            r#"[{"op":"replace","path":"/spec/versions/0/storage","value":false},{"op":"replace","path":"/spec/versions/1/storage","value":true}]"#,
-        ]),
-    );
+    flip_storage(TUNNELS);
     // A real admission policy refuses every update of t-stuck.
     let policy = format!(
         r#"apiVersion: admissionregistration.k8s.io/v1

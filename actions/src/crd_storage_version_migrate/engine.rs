@@ -16,7 +16,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, CustomResourceDefinitionStatus,
 };
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
-use kube::{Client, ResourceExt};
+use kube::{Client, Resource, ResourceExt};
 use tokio::sync::Mutex;
 
 /// Why a storage-version check or migration failed. `storedVersions` is unchanged unless the
@@ -162,7 +162,7 @@ impl Default for MigrateOptions {
     fn default() -> Self {
         Self {
             page_size: 500,
-            concurrency: 8,
+            concurrency: 32,
             max_writes_per_second: Some(2000),
             conflict_attempts: 5,
         }
@@ -306,45 +306,53 @@ async fn rewrite_all(
         .max_writes_per_second
         .filter(|r| *r > 0)
         .map(|r| Arc::new(Pacer::new(r)));
-    let mut continue_token: Option<String> = None;
-    loop {
-        let mut params = ListParams::default().limit(options.page_size.max(1));
-        if let Some(token) = &continue_token {
-            params = params.continue_token(token);
-        }
-        let page = match list_api.list(&params).await {
-            Ok(page) => page,
-            // The continue token expired (410 Gone): start over; rewriting twice is harmless.
-            Err(e) if is_status(&e, 410) && continue_token.is_some() => {
-                continue_token = None;
-                continue;
-            }
-            Err(e) => return Err(api_err(format!("listing {}", resource.plural))(e)),
-        };
-        continue_token = page.metadata.continue_.clone().filter(|t| !t.is_empty());
-        stream::iter(page.items.into_iter().map(Ok))
-            .try_for_each_concurrent(options.concurrency.max(1), |object| {
-                let pacer = pacer.clone();
-                async move {
-                    if let Some(p) = pacer {
-                        p.wait().await;
-                    }
-                    rewrite_one(
-                        client,
-                        resource,
-                        namespaced,
-                        object,
-                        options.conflict_attempts,
-                        counters,
-                    )
-                    .await
+    // One stream of objects over all pages: the next page is fetched as soon as the last
+    // object of the current one is handed to a writer, so listing overlaps with writing and
+    // the writers never drain at a page boundary.
+    let objects = stream::try_unfold(Some(None::<String>), |cursor| {
+        let list_api = list_api.clone();
+        async move {
+            let Some(mut token) = cursor else {
+                return Ok(None);
+            };
+            loop {
+                let mut params = ListParams::default().limit(options.page_size.max(1));
+                if let Some(t) = &token {
+                    params = params.continue_token(t);
                 }
-            })
-            .await?;
-        if continue_token.is_none() {
-            return Ok(());
+                match list_api.list(&params).await {
+                    Ok(page) => {
+                        let next = page.metadata.continue_.clone().filter(|t| !t.is_empty());
+                        let cursor = next.map(Some);
+                        return Ok(Some((stream::iter(page.items.into_iter().map(Ok)), cursor)));
+                    }
+                    // The continue token expired (410 Gone): start over; rewriting twice is harmless.
+                    Err(e) if is_status(&e, 410) && token.is_some() => token = None,
+                    Err(e) => return Err(api_err(format!("listing {}", resource.plural))(e)),
+                }
+            }
         }
-    }
+    })
+    .try_flatten();
+    objects
+        .try_for_each_concurrent(options.concurrency.max(1), |object| {
+            let pacer = pacer.clone();
+            async move {
+                if let Some(p) = pacer {
+                    p.wait().await;
+                }
+                rewrite_one(
+                    client,
+                    resource,
+                    namespaced,
+                    object,
+                    options.conflict_attempts,
+                    counters,
+                )
+                .await
+            }
+        })
+        .await
 }
 
 /// Writes one object back unchanged through the storage version; on conflict re-reads and
@@ -358,17 +366,18 @@ async fn rewrite_one(
     counters: &Counters,
 ) -> Result<(), StorageError> {
     let name = object.name_any();
-    let namespace = object.namespace();
-    let api: Api<DynamicObject> = match (&namespace, namespaced) {
-        (Some(ns), true) => Api::namespaced_with(client.clone(), ns, resource),
-        _ => Api::all_with(client.clone(), resource),
+    let namespace = object.namespace().filter(|_| namespaced);
+    let api: Api<DynamicObject> = match &namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, resource),
+        None => Api::all_with(client.clone(), resource),
     };
     let label = namespace
         .as_ref()
         .map_or_else(|| name.clone(), |ns| format!("{ns}/{name}"));
+    let url = DynamicObject::url_path(resource, namespace.as_deref());
     for attempt in 1..=attempts.max(1) {
-        match api.replace(&name, &PostParams::default(), &object).await {
-            Ok(_) => {
+        match put_unchanged(client, &url, &name, &object).await {
+            Ok(()) => {
                 counters.rewritten.fetch_add(1, Ordering::Relaxed);
                 return Ok(());
             }
@@ -403,6 +412,40 @@ async fn rewrite_one(
         object: label,
         attempts,
     })
+}
+
+/// PUTs the object as it was read (its resourceVersion makes a concurrent change a 409).
+/// `fieldValidation=Ignore`: the body is exactly what the server just served, so checking it
+/// for unknown fields is wasted work; the response body is not parsed.
+async fn put_unchanged(
+    client: &Client,
+    url: &str,
+    name: &str,
+    object: &DynamicObject,
+) -> Result<(), kube::Error> {
+    // managedFields left out are kept as they are by the API server; not sending them makes
+    // the request smaller for it to decode.
+    let mut object = object.clone();
+    object.metadata.managed_fields = None;
+    let body = serde_json::to_vec(&object).map_err(kube::Error::SerdeError)?;
+    let request = kube::core::Request::new(url)
+        .replace(name, &PostParams::default(), body)
+        .map_err(kube::Error::BuildRequest)?;
+    let (mut parts, body) = request.into_parts();
+    let separator = if parts.uri.query().is_some() {
+        '&'
+    } else {
+        '?'
+    };
+    parts.uri = format!("{}{separator}fieldValidation=Ignore", parts.uri)
+        .parse()
+        .map_err(|e: http::uri::InvalidUri| {
+            kube::Error::BuildRequest(kube::core::request::Error::Validation(e.to_string()))
+        })?;
+    client
+        .request_text(http::Request::from_parts(parts, body))
+        .await
+        .map(drop)
 }
 
 /// Spaces writes evenly so that at most `rate` start per second.

@@ -30,7 +30,7 @@ fn default_page_size() -> u32 {
 }
 
 fn default_concurrency() -> u32 {
-    8
+    32
 }
 
 impl ActionConfig for Config {

@@ -89,7 +89,7 @@ pub enum Command {
         #[arg(long, default_value_t = 500)]
         page_size: u32,
         /// Rewrites in flight at once.
-        #[arg(long, default_value_t = 8)]
+        #[arg(long, default_value_t = 32)]
         concurrency: usize,
         /// Upper bound on writes per second (0: bounded by --concurrency only).
         #[arg(long, default_value_t = 2000)]
