@@ -488,7 +488,7 @@ fn crd_storage_version_migrate_requires_crd() {
     assert!(parse::<crd_storage_version_migrate::Config>(&json!({})).is_err());
     assert_eq!(
         effective::<crd_storage_version_migrate::Config>(&json!({"crd": "tunnels.net.labhub.io"})),
-        json!({"crd": "tunnels.net.labhub.io", "pageSize": 500, "concurrency": 8})
+        json!({"crd": "tunnels.net.labhub.io", "pageSize": 500, "concurrency": 32})
     );
 }
 
@@ -641,7 +641,7 @@ fn the_library_dispatches_each_id_to_its_config_type() {
         json!({"dryRun": true}),
     ]);
     for id in ACTION_IDS {
-        let direct = |config: &Value| match id {
+        let direct = |config: &Value| match *id {
             "workload_scale" => issues::<workload_scale::Config>(config),
             "ox_connector_restart" => issues::<ox_connector_restart::Config>(config),
             "provisioning_drop_subscriptions" => {

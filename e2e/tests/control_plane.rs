@@ -63,12 +63,11 @@ async fn statefulset_pods_run_on_the_fake_node_and_go_away_on_scale_down() {
             Some("kwok-node-0")
         );
     }
-    let ready = wait_for("readyReplicas 2", Duration::from_secs(60), || async {
+    wait_for("readyReplicas 2", Duration::from_secs(60), || async {
         let s = sets.get("ox-connector").await.ok()?;
         (s.status?.ready_replicas? == 2).then_some(())
     })
     .await;
-    let _ = ready;
 
     sets.patch(
         "ox-connector",
