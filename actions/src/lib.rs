@@ -4,6 +4,7 @@
 //! Configs reject unknown keys (`deny_unknown_fields`) and carry the defaults the openDesk
 //! reference shows. Behaviour (the planning and apply phases) arrives with the run engine.
 
+pub mod action;
 pub mod check;
 pub mod common;
 pub mod crd_storage_version_migrate;
@@ -70,5 +71,19 @@ pub struct Library;
 impl ActionCatalog for Library {
     fn config_issues(&self, id: &str, config: &serde_json::Value) -> Option<Vec<ConfigIssue>> {
         config_issues_of(id, config)
+    }
+}
+
+/// Builds the action a declaration names from its config (validated before, so a config
+/// error here is a bug in the caller). Actions whose behaviour this build does not have yet
+/// are `Unsupported`: a run that reaches one fails with that reason instead of skipping it.
+pub fn instantiate(
+    id: &str,
+    _config: &serde_json::Value,
+) -> Result<Box<dyn action::Action>, action::ActionError> {
+    use action::ActionError;
+    match id {
+        known if ACTION_IDS.contains(&known) => Err(ActionError::Unsupported(known.to_string())),
+        other => Err(ActionError::Config(format!("{other:?} is not an action of the library"))),
     }
 }

@@ -1,0 +1,124 @@
+//! The contract every action implements (SPEC section 5): a read-only planning phase and an
+//! apply phase, run by the operator's run engine in that order.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use futures::future::BoxFuture;
+
+/// A credential's value, taken from a Secret named in `secretFiles`. Held in memory only;
+/// its `Debug` and `Display` never show the value.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretValue(String);
+
+impl SecretValue {
+    /// Wraps a value read from a Secret.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The value, for the one place that sends it (an Authorization header, a bind).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for SecretValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SecretValue(<redacted>)")
+    }
+}
+
+/// The credentials of a run, by `secretFiles` name. Optional ones that were missing are
+/// absent; an action that needs one fails naming the secret file, never its value.
+#[derive(Debug, Clone, Default)]
+pub struct Secrets(BTreeMap<String, SecretValue>);
+
+impl Secrets {
+    /// Secrets from `(name, value)` pairs.
+    pub fn new(values: impl IntoIterator<Item = (String, SecretValue)>) -> Self {
+        Self(values.into_iter().collect())
+    }
+
+    /// The credential named `name`, or an error naming the secret file.
+    pub fn get(&self, name: &str) -> Result<&SecretValue, ActionError> {
+        self.0.get(name).ok_or_else(|| {
+            ActionError::Failed(format!(
+                "the secret file {name:?} is not available: add it to the Migration's secretFiles (or create the Secret it names)"
+            ))
+        })
+    }
+}
+
+/// What an action runs against.
+#[derive(Clone)]
+pub struct ActionContext {
+    /// A client of the cluster the Migration lives in.
+    pub client: kube::Client,
+    /// The Migration's namespace: where workloads are looked up.
+    pub namespace: String,
+    /// The run's credentials.
+    pub secrets: Secrets,
+}
+
+impl fmt::Debug for ActionContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ActionContext").field("namespace", &self.namespace).field("secrets", &self.secrets).finish()
+    }
+}
+
+/// What a phase did or would do, in a short human summary (it goes into the run's status).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// E.g. `StatefulSet ox-connector: 2 -> 0 replicas; 2 pods gone after 3s`.
+    pub summary: String,
+}
+
+impl Outcome {
+    /// An outcome with this summary.
+    pub fn new(summary: impl Into<String>) -> Self {
+        Self { summary: summary.into() }
+    }
+}
+
+/// Why an action cannot go on. Messages name what failed and never carry secret values.
+#[derive(Debug, thiserror::Error)]
+pub enum ActionError {
+    /// The config could not be read as the action's typed config.
+    #[error("invalid config: {0}")]
+    Config(String),
+    /// A Kubernetes call failed.
+    #[error("{context}: {source}")]
+    Kubernetes {
+        /// What was being done, e.g. `scaling StatefulSet ox-connector`.
+        context: String,
+        /// The API server's answer.
+        source: kube::Error,
+    },
+    /// The action ran and could not reach its goal (a timeout, a missing object, ...).
+    #[error("{0}")]
+    Failed(String),
+    /// The action is declared but this build cannot run it yet.
+    #[error("{0} cannot run in this Stagehand build yet: its implementation arrives with a later release")]
+    Unsupported(String),
+}
+
+impl ActionError {
+    /// Wraps a kube error with what was being done.
+    pub fn kube(context: impl Into<String>) -> impl FnOnce(kube::Error) -> ActionError {
+        let context = context.into();
+        move |source| ActionError::Kubernetes { context, source }
+    }
+}
+
+/// An action, built from its declaration's config.
+pub trait Action: Send + Sync + fmt::Debug {
+    /// Read-only: resolves the config against the cluster, proves it can reach and change
+    /// what it would change, and says what it would do. Fails before any change if the action
+    /// could not finish. A dry run stops here.
+    fn plan<'a>(&'a self, ctx: &'a ActionContext) -> BoxFuture<'a, Result<Outcome, ActionError>>;
+
+    /// Makes the change. Works out what is left from the state it finds, so that a run
+    /// interrupted inside it can re-enter it safely.
+    fn apply<'a>(&'a self, ctx: &'a ActionContext) -> BoxFuture<'a, Result<Outcome, ActionError>>;
+}
