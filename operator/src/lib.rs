@@ -2,3 +2,4 @@
 //! controllers, run engine and storage-version migration).
 
 pub mod cli;
+pub mod run;

@@ -3,6 +3,7 @@
 
 pub mod crds;
 pub mod manifest;
+pub mod operator;
 pub mod plan;
 pub mod storage;
 pub mod validate;
@@ -37,9 +38,27 @@ pub enum Output {
     Json,
 }
 
+/// Log formats of the operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the controllers against the cluster of the current kubeconfig (or in-cluster).
+    Operator {
+        /// Watch only this namespace (default: all namespaces).
+        #[arg(long, env = "STAGEHAND_NAMESPACE")]
+        namespace: Option<String>,
+        /// Log format.
+        #[arg(long, env = "STAGEHAND_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+        log_format: LogFormat,
+    },
     /// Print the CRD manifests (every served version).
     Crds {
         /// Print the first release's CRDs instead: v1alpha1 only, served and stored (for
@@ -104,6 +123,10 @@ fn parse_stage(s: &str) -> Result<Stage, String> {
 /// Runs a parsed command line and returns the process exit code.
 pub fn run(cli: Cli) -> u8 {
     match cli.command {
+        Command::Operator {
+            namespace,
+            log_format,
+        } => operator::run(namespace, log_format),
         Command::Crds { v1alpha1_only } => crds::run(v1alpha1_only),
         Command::Validate {
             file,

@@ -1,0 +1,180 @@
+//! kstatus conditions of a MigrationRun (SPEC section 3): `Ready`, `Reconciling`, `Stalled`,
+//! `Succeeded`, written from the first status update on.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+
+/// Where a run stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Phase {
+    /// Waiting to start (another run of the Migration, the pre run, the Migration itself).
+    Waiting(String),
+    /// Executing; the message says which action.
+    Running(String),
+    /// Every action finished or was skipped.
+    Succeeded(String),
+    /// An action failed; the message names it and its error.
+    Failed(String),
+    /// The declarations have problems; nothing was executed.
+    Invalid(String),
+}
+
+impl Phase {
+    /// Whether the run is over.
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self,
+            Phase::Succeeded(_) | Phase::Failed(_) | Phase::Invalid(_)
+        )
+    }
+
+    /// The `Ready` reason.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Phase::Waiting(_) => "Waiting",
+            Phase::Running(_) => "Running",
+            Phase::Succeeded(_) => "Succeeded",
+            Phase::Failed(_) => "Failed",
+            Phase::Invalid(_) => "Invalid",
+        }
+    }
+
+    fn message(&self) -> &str {
+        match self {
+            Phase::Waiting(m)
+            | Phase::Running(m)
+            | Phase::Succeeded(m)
+            | Phase::Failed(m)
+            | Phase::Invalid(m) => m,
+        }
+    }
+}
+
+fn condition(
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+    previous: &[Condition],
+) -> Condition {
+    let status = if status { "True" } else { "False" }.to_string();
+    // lastTransitionTime only moves when the status does.
+    let last_transition_time = previous
+        .iter()
+        .find(|c| c.type_ == type_ && c.status == status)
+        .map(|c| c.last_transition_time.clone())
+        .unwrap_or_else(|| Time(Timestamp::now()));
+    Condition {
+        type_: type_.to_string(),
+        status,
+        reason: reason.to_string(),
+        message: message.to_string(),
+        observed_generation: generation,
+        last_transition_time,
+    }
+}
+
+/// The four conditions of a run in `phase`.
+pub fn run_conditions(
+    phase: &Phase,
+    generation: Option<i64>,
+    previous: &[Condition],
+) -> Vec<Condition> {
+    let reason = phase.reason();
+    let message = phase.message();
+    let done = phase.is_terminal();
+    let succeeded = matches!(phase, Phase::Succeeded(_));
+    let stalled = matches!(phase, Phase::Failed(_) | Phase::Invalid(_));
+    let mut out = vec![
+        condition("Ready", succeeded, reason, message, generation, previous),
+        condition("Reconciling", !done, reason, message, generation, previous),
+        condition("Stalled", stalled, reason, message, generation, previous),
+    ];
+    if done {
+        out.push(condition(
+            "Succeeded",
+            succeeded,
+            reason,
+            message,
+            generation,
+            previous,
+        ));
+    }
+    out
+}
+
+/// The conditions of a Migration: `Ready` when its declarations are valid, `Stalled` with
+/// every problem otherwise.
+pub fn migration_conditions(
+    problems: &[String],
+    generation: Option<i64>,
+    previous: &[Condition],
+) -> Vec<Condition> {
+    if problems.is_empty() {
+        vec![
+            condition(
+                "Ready",
+                true,
+                "Valid",
+                "the declarations of both stages are valid",
+                generation,
+                previous,
+            ),
+            condition("Stalled", false, "Valid", "", generation, previous),
+        ]
+    } else {
+        let message = format!("{} problem(s): {}", problems.len(), problems.join("; "));
+        vec![
+            condition("Ready", false, "Invalid", &message, generation, previous),
+            condition("Stalled", true, "Invalid", &message, generation, previous),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn get<'a>(c: &'a [Condition], t: &str) -> &'a Condition {
+        c.iter()
+            .find(|c| c.type_ == t)
+            .unwrap_or_else(|| panic!("no {t}"))
+    }
+
+    #[test]
+    fn kstatus_shapes() {
+        let running = run_conditions(&Phase::Running("action 1/3".into()), Some(1), &[]);
+        assert_eq!(get(&running, "Ready").status, "False");
+        assert_eq!(get(&running, "Ready").reason, "Running");
+        assert_eq!(get(&running, "Reconciling").status, "True");
+        assert_eq!(get(&running, "Stalled").status, "False");
+        assert!(running.iter().all(|c| c.type_ != "Succeeded"));
+        let ok = run_conditions(&Phase::Succeeded("done".into()), Some(1), &running);
+        assert_eq!(get(&ok, "Ready").status, "True");
+        assert_eq!(get(&ok, "Reconciling").status, "False");
+        assert_eq!(get(&ok, "Succeeded").status, "True");
+        let failed = run_conditions(&Phase::Failed("workload_scale: boom".into()), Some(2), &[]);
+        assert_eq!(get(&failed, "Stalled").status, "True");
+        assert_eq!(get(&failed, "Stalled").reason, "Failed");
+        assert_eq!(get(&failed, "Succeeded").status, "False");
+        assert_eq!(get(&failed, "Ready").observed_generation, Some(2));
+        let invalid = run_conditions(&Phase::Invalid("2 problems".into()), None, &[]);
+        assert_eq!(get(&invalid, "Ready").reason, "Invalid");
+    }
+
+    #[test]
+    fn transition_time_is_kept_while_status_stays() {
+        let first = run_conditions(&Phase::Waiting("x".into()), None, &[]);
+        let mut old = first.clone();
+        for c in &mut old {
+            c.last_transition_time = Time(Timestamp::UNIX_EPOCH);
+        }
+        let second = run_conditions(&Phase::Running("y".into()), None, &old);
+        assert_eq!(
+            get(&second, "Ready").last_transition_time,
+            Time(Timestamp::UNIX_EPOCH),
+            "Ready stayed False"
+        );
+    }
+}

@@ -1,0 +1,103 @@
+//! Status writes: server-side apply under one field manager, and the Migration's status with
+//! a resourceVersion precondition so that a concurrent writer never loses a footprint.
+
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+use stagehand_crds::common::{MigrationRunStatus, MigrationStatus};
+use stagehand_crds::{Migration, MigrationRun};
+
+/// The field manager of everything Stagehand writes.
+pub const FIELD_MANAGER: &str = "stagehand";
+
+/// Why a status write failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StatusError {
+    /// The API server refused or could not be reached.
+    #[error("writing the status of {kind} {name}: {source}")]
+    Write {
+        /// The kind.
+        kind: &'static str,
+        /// The object.
+        name: String,
+        /// The answer.
+        source: kube::Error,
+    },
+    /// The Migration kept changing under us.
+    #[error("the status of Migration {0} kept changing; will retry")]
+    Contended(String),
+}
+
+/// Applies a run's whole status.
+pub async fn apply_run_status(
+    api: &Api<MigrationRun>,
+    name: &str,
+    status: &MigrationRunStatus,
+) -> Result<(), StatusError> {
+    let patch = json!({
+        "apiVersion": MigrationRun::api_version(&()),
+        "kind": MigrationRun::kind(&()),
+        "status": status,
+    });
+    api.patch_status(
+        name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await
+    .map(drop)
+    .map_err(|source| StatusError::Write {
+        kind: "MigrationRun",
+        name: name.to_string(),
+        source,
+    })
+}
+
+/// Reads the Migration, lets `change` edit its status, and applies it with the
+/// resourceVersion read as a precondition; on a conflict, reads again and retries.
+pub async fn update_migration_status<F>(
+    api: &Api<Migration>,
+    name: &str,
+    mut change: F,
+) -> Result<Migration, StatusError>
+where
+    F: FnMut(&mut MigrationStatus),
+{
+    for _ in 0..10 {
+        let current = api.get(name).await.map_err(|source| StatusError::Write {
+            kind: "Migration",
+            name: name.to_string(),
+            source,
+        })?;
+        let mut status = current.status.clone().unwrap_or_default();
+        change(&mut status);
+        if current.status.as_ref() == Some(&status) {
+            return Ok(current);
+        }
+        let patch = json!({
+            "apiVersion": Migration::api_version(&()),
+            "kind": Migration::kind(&()),
+            "metadata": {"resourceVersion": current.resource_version()},
+            "status": status,
+        });
+        match api
+            .patch_status(
+                name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&patch),
+            )
+            .await
+        {
+            Ok(m) => return Ok(m),
+            Err(kube::Error::Api(s)) if s.code == 409 => continue,
+            Err(source) => {
+                return Err(StatusError::Write {
+                    kind: "Migration",
+                    name: name.to_string(),
+                    source,
+                });
+            }
+        }
+    }
+    Err(StatusError::Contended(name.to_string()))
+}
