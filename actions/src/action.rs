@@ -63,7 +63,10 @@ pub struct ActionContext {
 
 impl fmt::Debug for ActionContext {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ActionContext").field("namespace", &self.namespace).field("secrets", &self.secrets).finish()
+        f.debug_struct("ActionContext")
+            .field("namespace", &self.namespace)
+            .field("secrets", &self.secrets)
+            .finish()
     }
 }
 
@@ -77,7 +80,9 @@ pub struct Outcome {
 impl Outcome {
     /// An outcome with this summary.
     pub fn new(summary: impl Into<String>) -> Self {
-        Self { summary: summary.into() }
+        Self {
+            summary: summary.into(),
+        }
     }
 }
 
@@ -99,7 +104,9 @@ pub enum ActionError {
     #[error("{0}")]
     Failed(String),
     /// The action is declared but this build cannot run it yet.
-    #[error("{0} cannot run in this Stagehand build yet: its implementation arrives with a later release")]
+    #[error(
+        "{0} cannot run in this Stagehand build yet: its implementation arrives with a later release"
+    )]
     Unsupported(String),
 }
 

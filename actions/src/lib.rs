@@ -79,11 +79,30 @@ impl ActionCatalog for Library {
 /// are `Unsupported`: a run that reaches one fails with that reason instead of skipping it.
 pub fn instantiate(
     id: &str,
-    _config: &serde_json::Value,
+    config: &serde_json::Value,
 ) -> Result<Box<dyn action::Action>, action::ActionError> {
     use action::ActionError;
+    fn typed<T: ActionConfig + action::Action + 'static>(
+        config: &serde_json::Value,
+    ) -> Result<Box<dyn action::Action>, ActionError> {
+        let parsed = check::parse::<T>(config).map_err(|issue| {
+            if issue.path.is_empty() {
+                ActionError::Config(format!("{}: {}", T::ID, issue.message))
+            } else {
+                ActionError::Config(format!("{} at {}: {}", T::ID, issue.path, issue.message))
+            }
+        })?;
+        Ok(Box::new(parsed))
+    }
     match id {
+        workload_scale::Config::ID => typed::<workload_scale::Config>(config),
+        ox_connector_restart::Config::ID => typed::<ox_connector_restart::Config>(config),
+        crd_storage_version_migrate::Config::ID => {
+            typed::<crd_storage_version_migrate::Config>(config)
+        }
         known if ACTION_IDS.contains(&known) => Err(ActionError::Unsupported(known.to_string())),
-        other => Err(ActionError::Config(format!("{other:?} is not an action of the library"))),
+        other => Err(ActionError::Config(format!(
+            "{other:?} is not an action of the library"
+        ))),
     }
 }

@@ -208,3 +208,86 @@ impl Drop for TestNamespace {
         ]);
     }
 }
+
+/// The operator (`stagehand operator`) running as a child process for one test, watching one
+/// namespace; killed when dropped. Its log goes to a file whose text `logs()` returns.
+#[derive(Debug)]
+pub struct OperatorProcess {
+    child: std::process::Child,
+    log: PathBuf,
+}
+
+impl OperatorProcess {
+    /// Starts the operator for `namespace` with the test control plane's kubeconfig.
+    pub fn start(namespace: &str) -> Self {
+        Self::start_with(namespace, &kubeconfig(), &[])
+    }
+
+    /// Starts the operator with a given kubeconfig and extra arguments.
+    pub fn start_with(namespace: &str, kubeconfig_path: &str, extra: &[&str]) -> Self {
+        let log = std::env::temp_dir().join(format!(
+            "stagehand-operator-{namespace}-{}.log",
+            std::process::id()
+        ));
+        let file = match std::fs::File::create(&log) {
+            Ok(f) => f,
+            Err(e) => panic!("cannot create {}: {e}", log.display()),
+        };
+        let child = Command::new(stagehand_bin())
+            .env("KUBECONFIG", kubeconfig_path)
+            .env("RUST_LOG", "info")
+            .args(["operator", "--namespace", namespace, "--log-format", "json"])
+            .args(extra)
+            .stdout(std::process::Stdio::null())
+            .stderr(file)
+            .spawn();
+        match child {
+            Ok(child) => Self { child, log },
+            Err(e) => panic!("cannot start the operator: {e}"),
+        }
+    }
+
+    /// Everything the operator logged so far.
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Stops it with SIGKILL (a crash) and waits for it to be gone.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for OperatorProcess {
+    fn drop(&mut self) {
+        self.kill();
+        if std::thread::panicking() {
+            eprintln!("---- operator log ----\n{}", self.logs());
+        }
+        let _ = std::fs::remove_file(&self.log);
+    }
+}
+
+/// Installs (or updates) Stagehand's current CRDs and waits until they are established.
+pub fn install_crds() {
+    let current = ok("stagehand crds", &stagehand(&["crds"]));
+    ok(
+        "apply CRDs",
+        &kubectl_stdin(
+            &["apply", "--server-side", "--force-conflicts", "-f", "-"],
+            Some(&current),
+        ),
+    );
+    for crd in ["migrations.stagehand.dev", "migrationruns.stagehand.dev"] {
+        ok(
+            "wait",
+            &kubectl(&[
+                "wait",
+                "--for=condition=Established",
+                "--timeout=60s",
+                &format!("crd/{crd}"),
+            ]),
+        );
+    }
+}

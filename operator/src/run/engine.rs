@@ -267,8 +267,18 @@ pub async fn reconcile(
     }
 
     // Execute, strictly in order; Succeeded actions are never repeated.
-    let secrets = match load_secrets(&shared.client, &namespace, &migration.spec.secret_files).await
-    {
+    // Credentials are read only when an action is going to run (a fresh installation, whose
+    // Secrets may not exist yet, reads none).
+    let pending = status
+        .actions
+        .iter()
+        .any(|a| a.decision == ActionDecision::Run);
+    let files = if pending {
+        migration.spec.secret_files.as_slice()
+    } else {
+        &[]
+    };
+    let secrets = match load_secrets(&shared.client, &namespace, files).await {
         Ok(s) => s,
         Err(message) => {
             write(&runs, &run, &mut status, &Phase::Failed(message.clone())).await?;

@@ -1,0 +1,244 @@
+//! The operator on the real control plane: runs go to Ready (kubectl wait works), invalid
+//! declarations stall a run without executing anything, an action that fails stalls the run
+//! naming it, and the post run records the release.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use serde_json::Value;
+use stagehand_e2e::{
+    OperatorProcess, TestNamespace, client, install_crds, kubectl, kubectl_stdin, ok, stderr,
+};
+
+fn apply(yaml: &str) {
+    ok("apply", &kubectl_stdin(&["apply", "-f", "-"], Some(yaml)));
+}
+
+fn get(ns: &str, what: &str) -> Value {
+    serde_json::from_str(&ok("get", &kubectl(&["get", what, "-n", ns, "-o", "json"]))).unwrap()
+}
+
+fn wait(ns: &str, what: &str, condition: &str) {
+    let out = kubectl(&[
+        "wait",
+        &format!("--for=condition={condition}"),
+        "--timeout=60s",
+        what,
+        "-n",
+        ns,
+    ]);
+    assert!(
+        out.status.success(),
+        "kubectl wait {what} {condition}: {}\n{}",
+        stderr(&out),
+        serde_json::to_string_pretty(&get(ns, what)).unwrap()
+    );
+}
+
+fn run(ns: &str, name: &str, stage: &str, release: &str) -> String {
+    format!(
+        "apiVersion: stagehand.dev/v1beta1\nkind: MigrationRun\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {{migrationRef: opendesk, stage: {stage}, release: \"{release}\"}}\n"
+    )
+}
+
+fn condition<'a>(obj: &'a Value, type_: &str) -> &'a Value {
+    obj["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == type_)
+        .unwrap_or_else(|| panic!("no {type_} in {obj}"))
+}
+
+#[tokio::test]
+async fn a_fresh_installation_runs_no_action_and_records_the_release() {
+    let client = client().await;
+    install_crds();
+    let ns = TestNamespace::new(&client, "op-fresh").await;
+    let _operator = OperatorProcess::start(&ns.name);
+    let example = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/examples/opendesk-v1.18.yaml"
+    ))
+    .unwrap()
+    .replace("namespace: opendesk", &format!("namespace: {}", ns.name));
+    apply(&example);
+    wait(&ns.name, "migration/opendesk", "Ready");
+    apply(&run(&ns.name, "pre", "pre", "v1.18.0"));
+    apply(&run(&ns.name, "post", "post", "v1.18.0"));
+    wait(&ns.name, "migrationrun/pre", "Ready");
+    wait(&ns.name, "migrationrun/post", "Ready");
+    let post = get(&ns.name, "migrationrun/post");
+    assert_eq!(post["status"]["progress"], "3/3");
+    assert!(
+        post["status"]["actions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|a| a["decision"] == "Skipped" && a["reason"] == "FreshInstallation"),
+        "{post}"
+    );
+    assert_eq!(condition(&post, "Succeeded")["status"], "True");
+    assert_eq!(condition(&post, "Reconciling")["status"], "False");
+    let migration = get(&ns.name, "migration/opendesk");
+    assert_eq!(migration["status"]["lastMigratedRelease"], "v1.18.0");
+    assert_eq!(
+        migration["status"]["history"],
+        serde_json::json!([]),
+        "no action ran, no footprint"
+    );
+    // The columns users watch.
+    let table = ok("get", &kubectl(&["get", "migrationruns", "-n", &ns.name]));
+    assert!(
+        table.lines().any(|l| l.starts_with("post")
+            && l.contains("True")
+            && l.contains("Succeeded")
+            && l.contains("3/3")),
+        "{table}"
+    );
+}
+
+#[tokio::test]
+async fn invalid_declarations_stall_the_run_before_anything_runs() {
+    let client = client().await;
+    install_crds();
+    let ns = TestNamespace::new(&client, "op-invalid").await;
+    let _operator = OperatorProcess::start(&ns.name);
+    // Valid for the API server's schema, invalid for Stagehand: an unknown action, a window
+    // that ends before it starts, and an opt-out with the wrong tag.
+    apply(&format!(
+        r#"apiVersion: stagehand.dev/v1beta1
+kind: Migration
+metadata: {{name: opendesk, namespace: {ns}}}
+spec:
+  releaseVersion: "v1.18.0"
+  installedRelease: "v1.17.3"
+  actions:
+    pre:
+      - id: scale_everything
+        versions: {{minimum: "v1.15", from: "v1.15", to: "v1.17"}}
+      - id: workload_scale
+        tag: "v1.18.0"
+        versions: {{minimum: "v1.15", from: "v1.16", to: "v1.15"}}
+        config: {{workload: {{kind: StatefulSet, name: ox-connector, replicas: 0}}}}
+  actionsSkip:
+    pre:
+      - {{id: workload_scale, tag: "v1.17.0"}}
+"#,
+        ns = ns.name
+    ));
+    wait(&ns.name, "migration/opendesk", "Stalled");
+    let migration = get(&ns.name, "migration/opendesk");
+    let codes: Vec<&str> = migration["status"]["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        codes,
+        ["UnknownAction", "ToBeforeFrom", "MistypedSkip"],
+        "{migration}"
+    );
+    let stalled = condition(&migration, "Stalled")["message"]
+        .as_str()
+        .unwrap();
+    assert!(
+        stalled.contains("UnknownAction")
+            && stalled.contains("ToBeforeFrom")
+            && stalled.contains("MistypedSkip"),
+        "{stalled}"
+    );
+
+    apply(&run(&ns.name, "pre", "pre", "v1.18.0"));
+    wait(&ns.name, "migrationrun/pre", "Stalled");
+    let pre = get(&ns.name, "migrationrun/pre");
+    assert_eq!(condition(&pre, "Ready")["reason"], "Invalid");
+    assert_eq!(condition(&pre, "Succeeded")["status"], "False");
+    assert_eq!(
+        pre["status"]["actions"],
+        serde_json::json!([]),
+        "nothing planned or executed: {pre}"
+    );
+    assert_eq!(pre["status"]["problems"].as_array().unwrap().len(), 3);
+}
+
+#[tokio::test]
+async fn a_failing_action_stalls_the_run_naming_it() {
+    let client = client().await;
+    install_crds();
+    let ns = TestNamespace::new(&client, "op-fail").await;
+    let _operator = OperatorProcess::start(&ns.name);
+    // The Provisioning API is not implemented in this build: the run must fail on it, naming
+    // it, and not pretend it ran.
+    apply(&format!(
+        r#"apiVersion: stagehand.dev/v1beta1
+kind: Migration
+metadata: {{name: opendesk, namespace: {ns}}}
+spec:
+  releaseVersion: "v1.18.0"
+  installedRelease: "v1.17.3"
+  actions:
+    pre:
+      - id: provisioning_drop_subscriptions
+        tag: "v1.18.0"
+        versions: {{minimum: "v1.15", from: "v1.15", to: "v1.17"}}
+        config: {{subscriptions: [ox-connector]}}
+"#,
+        ns = ns.name
+    ));
+    apply(&run(&ns.name, "pre", "pre", "v1.18.0"));
+    wait(&ns.name, "migrationrun/pre", "Stalled");
+    let pre = get(&ns.name, "migrationrun/pre");
+    assert_eq!(condition(&pre, "Ready")["reason"], "Failed");
+    let message = condition(&pre, "Stalled")["message"].as_str().unwrap();
+    assert!(
+        message.contains("action 0 provisioning_drop_subscriptions failed"),
+        "{message}"
+    );
+    assert_eq!(pre["status"]["actions"][0]["decision"], "Failed");
+    assert_eq!(pre["status"]["progress"], "1/1");
+    let migration = get(&ns.name, "migration/opendesk");
+    assert_eq!(
+        migration["status"]["history"],
+        serde_json::json!([]),
+        "a failed action records no footprint"
+    );
+    let events = ok(
+        "events",
+        &kubectl(&["get", "events", "-n", &ns.name, "-o", "json"]),
+    );
+    assert!(
+        events.contains("provisioning_drop_subscriptions"),
+        "an Event names the action"
+    );
+}
+
+#[tokio::test]
+async fn a_run_for_another_release_waits() {
+    let client = client().await;
+    install_crds();
+    let ns = TestNamespace::new(&client, "op-stale").await;
+    let _operator = OperatorProcess::start(&ns.name);
+    apply(&format!(
+        "apiVersion: stagehand.dev/v1beta1\nkind: Migration\nmetadata: {{name: opendesk, namespace: {}}}\nspec: {{releaseVersion: \"v1.18.0\"}}\n",
+        ns.name
+    ));
+    apply(&run(&ns.name, "old", "pre", "v1.17.0"));
+    let out = kubectl(&[
+        "wait",
+        "--for=jsonpath={.status.conditions[?(@.type==\"Ready\")].reason}=Waiting",
+        "--timeout=60s",
+        "migrationrun/old",
+        "-n",
+        &ns.name,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let old = get(&ns.name, "migrationrun/old");
+    assert!(
+        condition(&old, "Ready")["message"]
+            .as_str()
+            .unwrap()
+            .contains("declares v1.18.0"),
+        "{old}"
+    );
+    assert_eq!(condition(&old, "Reconciling")["status"], "True");
+}
