@@ -74,12 +74,27 @@ fn progress(actions: &[ActionStatus]) -> String {
 }
 
 /// Publishes an Event on the run; a failure to publish is logged, never fatal.
+///
+/// Events of one action (`action 3 workload_scale: ...`) carry `action-3-workload_scale` as
+/// their action, run-level ones `Run`: the recorder folds events with the same reason and
+/// action into one series, and two actions' starts must stay two events.
 async fn event(shared: &Shared, run: &MigrationRun, type_: EventType, reason: &str, note: String) {
+    let action = match note.strip_prefix("action ") {
+        Some(rest) => format!(
+            "action-{}",
+            rest.split(':')
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .replace(' ', "-")
+        ),
+        None => "Run".to_string(),
+    };
     let ev = Event {
         type_,
         reason: reason.into(),
         note: Some(note),
-        action: "Reconcile".into(),
+        action: action.chars().take(128).collect(),
         secondary: None,
     };
     if let Err(e) = shared.recorder.publish(&ev, &run.object_ref(&())).await {

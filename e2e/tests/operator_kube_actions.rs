@@ -1,0 +1,369 @@
+//! The operator running the Kubernetes actions against a StatefulSet on the kwok node: pre and
+//! post runs go Ready, footprints stop a second run, a dry run changes nothing, a killed
+//! operator's run is finished by the next one without repeating a completed action, and
+//! secret values appear nowhere.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use serde_json::Value;
+use stagehand_e2e::{
+    OperatorProcess, TestNamespace, client, install_crds, kubectl, kubectl_stdin, ok, stderr,
+    wait_for,
+};
+
+fn apply(yaml: &str) {
+    ok("apply", &kubectl_stdin(&["apply", "-f", "-"], Some(yaml)));
+}
+
+fn get(ns: &str, what: &str) -> Value {
+    serde_json::from_str(&ok("get", &kubectl(&["get", what, "-n", ns, "-o", "json"]))).unwrap()
+}
+
+fn wait(ns: &str, what: &str, condition: &str) {
+    let out = kubectl(&[
+        "wait",
+        &format!("--for=condition={condition}"),
+        "--timeout=90s",
+        what,
+        "-n",
+        ns,
+    ]);
+    assert!(
+        out.status.success(),
+        "kubectl wait {what} {condition}: {}\n{}",
+        stderr(&out),
+        serde_json::to_string_pretty(&get(ns, what)).unwrap()
+    );
+}
+
+fn statefulset(ns: &str, name: &str, replicas: u32) -> String {
+    format!(
+        r#"apiVersion: apps/v1
+kind: StatefulSet
+metadata: {{name: {name}, namespace: {ns}}}
+spec:
+  replicas: {replicas}
+  serviceName: {name}
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec: {{containers: [{{name: main, image: example.invalid/{name}:1}}]}}
+"#
+    )
+}
+
+fn run(ns: &str, name: &str, stage: &str, dry_run: bool) -> String {
+    format!(
+        "apiVersion: stagehand.dev/v1beta1\nkind: MigrationRun\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {{migrationRef: opendesk, stage: {stage}, release: v1.18.0, dryRun: {dry_run}}}\n"
+    )
+}
+
+async fn running_pods(ns: &str, app: &str, n: usize) {
+    wait_for(
+        &format!("{n} {app} pods Running"),
+        Duration::from_secs(90),
+        || async {
+            let out = kubectl(&[
+                "get",
+                "pods",
+                "-n",
+                ns,
+                "-l",
+                &format!("app={app}"),
+                "-o",
+                "jsonpath={.items[*].status.phase}",
+            ]);
+            let phases = stagehand_e2e::stdout(&out);
+            (phases
+                .split_whitespace()
+                .filter(|p| *p == "Running")
+                .count()
+                == n)
+                .then_some(())
+        },
+    )
+    .await;
+}
+
+fn replicas(ns: &str, name: &str) -> u64 {
+    get(ns, &format!("statefulset/{name}"))["spec"]["replicas"]
+        .as_u64()
+        .unwrap()
+}
+
+fn migration(ns: &str, pre: &str) -> String {
+    format!(
+        r#"apiVersion: stagehand.dev/v1beta1
+kind: Migration
+metadata: {{name: opendesk, namespace: {ns}}}
+spec:
+  releaseVersion: "v1.18.0"
+  installedRelease: "v1.17.3"
+  secretFiles:
+    - name: redis-password
+      secret: {{name: cache-intercom-service-password, key: password}}
+  actions:
+    pre:
+{pre}
+    post:
+      - id: ox_connector_restart
+        runMode: default
+        versions: {{minimum: "v1.15", from: "v1.15", to: "v1"}}
+        config: {{statefulset: {{name: ox-connector, replicas: 1, waitSeconds: 1}}}}
+"#
+    )
+}
+
+const SCALE_DOWN: &str = r#"      - id: workload_scale
+        tag: "v1.18.0"
+        runMode: apply
+        versions: {minimum: "v1.15", from: "v1.15", to: "v1.17"}
+        config: {workload: {kind: StatefulSet, name: ox-connector, replicas: 0, timeoutSeconds: 60}}
+"#;
+
+#[tokio::test]
+async fn pre_and_post_runs_scale_the_connector_and_footprints_stop_a_second_run() {
+    let client = client().await;
+    install_crds();
+    let ns = TestNamespace::new(&client, "op-kube").await;
+    let secret_value = format!("s3cr3t-{}-value", std::process::id());
+    ok(
+        "secret",
+        &kubectl(&[
+            "create",
+            "secret",
+            "generic",
+            "cache-intercom-service-password",
+            "-n",
+            &ns.name,
+            &format!("--from-literal=password={secret_value}"),
+        ]),
+    );
+    apply(&statefulset(&ns.name, "ox-connector", 2));
+    running_pods(&ns.name, "ox-connector", 2).await;
+    let operator = OperatorProcess::start(&ns.name);
+    apply(&migration(&ns.name, SCALE_DOWN));
+
+    // A dry run first: plans (proving it may scale), changes nothing, records nothing.
+    apply(&run(&ns.name, "dry", "pre", true));
+    wait(&ns.name, "migrationrun/dry", "Ready");
+    let dry = get(&ns.name, "migrationrun/dry");
+    assert!(
+        dry["status"]["actions"][0]["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("dry run: StatefulSet ox-connector: 2 -> 0"),
+        "{dry}"
+    );
+    assert_eq!(
+        replicas(&ns.name, "ox-connector"),
+        2,
+        "a dry run does not scale"
+    );
+    assert_eq!(
+        get(&ns.name, "migration/opendesk")["status"]["history"],
+        serde_json::json!([]),
+        "nor records a footprint"
+    );
+
+    apply(&run(&ns.name, "pre", "pre", false));
+    wait(&ns.name, "migrationrun/pre", "Ready");
+    assert_eq!(replicas(&ns.name, "ox-connector"), 0);
+    let pods = ok(
+        "pods",
+        &kubectl(&[
+            "get",
+            "pods",
+            "-n",
+            &ns.name,
+            "-l",
+            "app=ox-connector",
+            "-o",
+            "name",
+        ]),
+    );
+    assert!(
+        pods.trim().is_empty(),
+        "the run waited until the pods were gone: {pods}"
+    );
+    let pre = get(&ns.name, "migrationrun/pre");
+    assert_eq!(pre["status"]["actions"][0]["decision"], "Succeeded");
+    assert_eq!(pre["status"]["lastMigratedRelease"], "v1.17.3");
+    let history = get(&ns.name, "migration/opendesk")["status"]["history"].clone();
+    assert_eq!(history.as_array().unwrap().len(), 1, "{history}");
+    assert_eq!(history[0]["id"], "workload_scale");
+    assert_eq!(history[0]["tag"], "v1.18.0");
+    assert_eq!(history[0]["runMode"], "apply");
+    assert_eq!(history[0]["runName"], "pre");
+
+    // The same release's pre stage again: the tagged action's footprint skips it.
+    apply(&run(&ns.name, "pre-again", "pre", false));
+    wait(&ns.name, "migrationrun/pre-again", "Ready");
+    let again = get(&ns.name, "migrationrun/pre-again");
+    assert_eq!(again["status"]["actions"][0]["decision"], "Skipped");
+    assert_eq!(again["status"]["actions"][0]["reason"], "FootprintRecorded");
+
+    apply(&run(&ns.name, "post", "post", false));
+    wait(&ns.name, "migrationrun/post", "Ready");
+    assert_eq!(
+        replicas(&ns.name, "ox-connector"),
+        1,
+        "the restart brought it back"
+    );
+    running_pods(&ns.name, "ox-connector", 1).await;
+    assert_eq!(
+        get(&ns.name, "migration/opendesk")["status"]["lastMigratedRelease"],
+        "v1.18.0"
+    );
+
+    // The secret value is nowhere: statuses, events, the operator's log.
+    let everything = [
+        ok(
+            "runs",
+            &kubectl(&["get", "migrationruns", "-n", &ns.name, "-o", "yaml"]),
+        ),
+        ok(
+            "migration",
+            &kubectl(&["get", "migrations", "-n", &ns.name, "-o", "yaml"]),
+        ),
+        ok(
+            "events",
+            &kubectl(&["get", "events", "-n", &ns.name, "-o", "yaml"]),
+        ),
+        operator.logs(),
+    ];
+    assert!(
+        everything[3].contains("action succeeded"),
+        "the operator log was captured"
+    );
+    for text in &everything {
+        assert!(!text.contains(&secret_value), "the secret value leaked");
+    }
+}
+
+#[tokio::test]
+async fn a_killed_operator_s_run_is_finished_by_the_next_without_repeating() {
+    let client = client().await;
+    install_crds();
+    let ns = TestNamespace::new(&client, "op-kill").await;
+    ok(
+        "secret",
+        &kubectl(&[
+            "create",
+            "secret",
+            "generic",
+            "cache-intercom-service-password",
+            "-n",
+            &ns.name,
+            "--from-literal=password=x",
+        ]),
+    );
+    apply(&statefulset(&ns.name, "first", 1));
+    apply(&statefulset(&ns.name, "ox-connector", 1));
+    running_pods(&ns.name, "first", 1).await;
+    running_pods(&ns.name, "ox-connector", 1).await;
+    // ox-connector-0 cannot go away until the test lets it: the run is held inside action 1.
+    ok(
+        "hold",
+        &kubectl(&[
+            "patch",
+            "pod",
+            "ox-connector-0",
+            "-n",
+            &ns.name,
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"finalizers":["example.com/hold"]}}"#,
+        ]),
+    );
+    // Action 0 is untagged: only the run's own status keeps it from running twice.
+    let pre = r#"      - id: workload_scale
+        versions: {minimum: "v1.15", from: "v1.15", to: "v1.17"}
+        config: {workload: {kind: StatefulSet, name: first, replicas: 0}}
+"#
+    .to_string()
+        + SCALE_DOWN;
+    apply(&migration(&ns.name, &pre));
+    let mut first_operator = OperatorProcess::start(&ns.name);
+    apply(&run(&ns.name, "pre", "pre", false));
+    let before = wait_for(
+        "action 1 to be running",
+        Duration::from_secs(90),
+        || async {
+            let r = get(&ns.name, "migrationrun/pre");
+            r["status"]["actions"][1]["startTime"]
+                .is_string()
+                .then_some(r)
+        },
+    )
+    .await;
+    assert_eq!(before["status"]["actions"][0]["decision"], "Succeeded");
+    first_operator.kill();
+    let first_log = first_operator.logs();
+
+    // Let the pod go, and start a new operator: it finishes the run.
+    ok(
+        "release",
+        &kubectl(&[
+            "patch",
+            "pod",
+            "ox-connector-0",
+            "-n",
+            &ns.name,
+            "--type=json",
+            "-p",
+            r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+        ]),
+    );
+    let _second_operator = OperatorProcess::start(&ns.name);
+    wait(&ns.name, "migrationrun/pre", "Ready");
+    let after = get(&ns.name, "migrationrun/pre");
+    assert_eq!(
+        after["status"]["actions"][0], before["status"]["actions"][0],
+        "the completed action was not repeated"
+    );
+    assert_eq!(after["status"]["actions"][1]["decision"], "Succeeded");
+    assert_eq!(
+        after["status"]["actions"][1]["startTime"], before["status"]["actions"][1]["startTime"],
+        "the interrupted action was re-entered"
+    );
+    let events: Value = serde_json::from_str(&ok(
+        "events",
+        &kubectl(&["get", "events", "-n", &ns.name, "-o", "json"]),
+    ))
+    .unwrap();
+    let started_first = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            e["reason"] == "Started"
+                && e["note"].as_str().or(e["message"].as_str()).unwrap_or("")
+                    == "action 0 workload_scale"
+        })
+        .map(|e| {
+            e["count"]
+                .as_u64()
+                .unwrap_or(1)
+                .max(e["series"]["count"].as_u64().unwrap_or(1))
+        })
+        .sum::<u64>();
+    let ours: Vec<&Value> = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["reason"] == "Started")
+        .collect();
+    assert_eq!(
+        started_first, 1,
+        "action 0 started exactly once: {ours:#?}\nfirst operator:\n{first_log}"
+    );
+    let history = get(&ns.name, "migration/opendesk")["status"]["history"].clone();
+    assert_eq!(
+        history.as_array().unwrap().len(),
+        1,
+        "only the tagged action leaves a footprint: {history}"
+    );
+    assert_eq!(replicas(&ns.name, "ox-connector"), 0);
+}
