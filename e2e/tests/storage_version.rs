@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 use stagehand_e2e::{
-    TestNamespace, client, kubectl, kubectl_stdin, ok, stagehand, stderr, stdout, wait_for,
+    OperatorProcess, TestNamespace, client, kubectl, kubectl_stdin, ok, stagehand, stderr, stdout,
+    wait_for,
 };
 
 /// Both tests replace cluster-scoped CRDs; they run one at a time.
@@ -550,4 +551,98 @@ spec: {{migrationRef: opendesk, stage: pre, release: "v1.18.0"}}
     let typed = api.get("opendesk-pre").await.unwrap();
     assert_eq!(typed.spec.wait_timeout_seconds, 3600);
     drop(ns);
+}
+
+/// The operator, started on CRDs whose objects are stored in v1alpha1, rewrites them and
+/// prunes storedVersions before it runs anything.
+#[tokio::test]
+async fn the_operator_migrates_its_own_crds_at_start_up() {
+    let _serial = CLUSTER_SCOPED.lock().await;
+    let client = client().await;
+    let crds = ["migrations.stagehand.dev", "migrationruns.stagehand.dev"];
+    for crd in crds {
+        delete_crd(crd).await;
+    }
+    let old = ok(
+        "crds --v1alpha1-only",
+        &stagehand(&["crds", "--v1alpha1-only"]),
+    );
+    ok(
+        "apply v1alpha1 CRDs",
+        &kubectl_stdin(&["apply", "--server-side", "-f", "-"], Some(&old)),
+    );
+    for crd in crds {
+        wait_established(crd);
+    }
+    let ns = TestNamespace::new(&client, "startup").await;
+    let objects = format!(
+        "apiVersion: stagehand.dev/v1alpha1\nkind: Migration\nmetadata: {{name: opendesk, namespace: {ns}}}\nspec: {{releaseVersion: \"v1.18.0\"}}\n---\napiVersion: stagehand.dev/v1alpha1\nkind: MigrationRun\nmetadata: {{name: pre, namespace: {ns}}}\nspec: {{migrationRef: opendesk, stage: pre, release: \"v1.18.0\"}}\n",
+        ns = ns.name
+    );
+    ok(
+        "create v1alpha1 objects",
+        &kubectl_stdin(&["apply", "-f", "-"], Some(&objects)),
+    );
+    let current = ok("crds", &stagehand(&["crds"]));
+    ok(
+        "apply current CRDs",
+        &kubectl_stdin(
+            &["apply", "--server-side", "--force-conflicts", "-f", "-"],
+            Some(&current),
+        ),
+    );
+    for crd in crds {
+        wait_established(crd);
+        assert_eq!(stored_versions(crd), ["v1alpha1", "v1beta1"]);
+    }
+    let operator = OperatorProcess::start(&ns.name);
+    for crd in crds {
+        wait_for(
+            &format!("{crd} storedVersions pruned"),
+            Duration::from_secs(60),
+            || async { (stored_versions(crd) == ["v1beta1"]).then_some(()) },
+        )
+        .await;
+    }
+    let run = json(
+        &kubectl(&[
+            "get",
+            "migrationruns.v1beta1.stagehand.dev",
+            "pre",
+            "-n",
+            &ns.name,
+            "-o",
+            "json",
+        ]),
+        "get",
+    );
+    assert_eq!(
+        run["spec"]["waitTimeoutSeconds"], 3600,
+        "rewritten through v1beta1: {run}"
+    );
+    // ... and then it ran the (fresh installation) pre run.
+    ok(
+        "wait",
+        &kubectl(&[
+            "wait",
+            "--for=condition=Ready",
+            "--timeout=60s",
+            "migrationrun/pre",
+            "-n",
+            &ns.name,
+        ]),
+    );
+    let logs = operator.logs();
+    assert!(
+        logs.contains("storage version check") && logs.contains("rewrote 1 objects"),
+        "{logs}"
+    );
+    let events = ok(
+        "events",
+        &kubectl(&["get", "events", "-n", "default", "-o", "json"]),
+    );
+    assert!(
+        events.contains("StorageVersionMigrated"),
+        "an Event records it"
+    );
 }
