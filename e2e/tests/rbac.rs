@@ -1,0 +1,339 @@
+//! The Helm chart in `deploy/chart`: it lints, its rendering is the committed
+//! `deploy/manifests/stagehand.yaml`, its CRDs are `stagehand crds`, and its RBAC is sufficient
+//! (the operator runs under the chart's ServiceAccount, with a token from `kubectl create
+//! token`, and a `workload_scale` run goes Ready) and necessary in a clear way (without the
+//! scale permission the run ends Stalled naming the missing permission).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+use stagehand_e2e::{
+    OperatorProcess, TestNamespace, client, install_crds, kubectl, kubectl_stdin, ok, stagehand,
+    stderr, stdout, wait_for,
+};
+
+/// The three comment lines on top of `deploy/manifests/stagehand.yaml`.
+const MANIFEST_HEADER: &str = "# GENERATED from deploy/chart: do not edit. Regenerate with\n\
+#   \"$(e2e/cluster/build-helm | tail -n1)\" template stagehand deploy/chart --namespace stagehand-system --include-crds\n\
+# (keeping these three comment lines); e2e/tests/rbac.rs fails when it is stale.\n";
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The helm binary, built by `e2e/cluster/build-helm` if needed (last line of its stdout).
+fn helm_bin() -> PathBuf {
+    let out = Command::new(root().join("e2e/cluster/build-helm"))
+        .output()
+        .expect("running e2e/cluster/build-helm");
+    let text = ok("e2e/cluster/build-helm", &out);
+    PathBuf::from(
+        text.lines()
+            .last()
+            .expect("build-helm printed no path")
+            .trim(),
+    )
+}
+
+fn helm(args: &[&str]) -> String {
+    let out = Command::new(helm_bin())
+        .current_dir(root())
+        .args(args)
+        .output()
+        .expect("running helm");
+    ok(&format!("helm {}", args.join(" ")), &out)
+}
+
+/// Text without its comment lines (those starting with `#`).
+fn without_comments(text: &str) -> String {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+#[test]
+fn the_chart_lints_and_the_committed_manifests_are_its_rendering() {
+    helm(&["lint", "--strict", "deploy/chart"]);
+    helm(&[
+        "lint",
+        "--strict",
+        "deploy/chart",
+        "--set",
+        "watchNamespace=*",
+        "--set",
+        "rbac.secretNames={a,b}",
+    ]);
+    let rendered = helm(&[
+        "template",
+        "stagehand",
+        "deploy/chart",
+        "--namespace",
+        "stagehand-system",
+        "--include-crds",
+    ]);
+    let committed = std::fs::read_to_string(root().join("deploy/manifests/stagehand.yaml"))
+        .expect("reading deploy/manifests/stagehand.yaml");
+    assert!(
+        committed == format!("{MANIFEST_HEADER}{rendered}"),
+        "deploy/manifests/stagehand.yaml is stale: regenerate it as its first lines say"
+    );
+}
+
+#[test]
+fn the_chart_s_crds_are_the_generated_ones() {
+    let generated = ok("stagehand crds", &stagehand(&["crds"]));
+    let chart = std::fs::read_to_string(root().join("deploy/chart/crds/stagehand-crds.yaml"))
+        .expect("reading the chart's CRDs");
+    let committed = std::fs::read_to_string(root().join("deploy/crds/stagehand-crds.yaml"))
+        .expect("reading deploy/crds/stagehand-crds.yaml");
+    assert!(
+        without_comments(&chart) == without_comments(&generated),
+        "deploy/chart/crds/stagehand-crds.yaml differs from `stagehand crds`: regenerate it as its first lines say"
+    );
+    assert!(
+        committed == generated,
+        "deploy/crds/stagehand-crds.yaml differs from `stagehand crds`"
+    );
+}
+
+/// Cluster-scoped objects of one test's release, deleted when dropped.
+struct ClusterObjects(Vec<String>);
+
+impl Drop for ClusterObjects {
+    fn drop(&mut self) {
+        for what in &self.0 {
+            let _ = kubectl(&["delete", what, "--ignore-not-found", "--wait=false"]);
+        }
+    }
+}
+
+/// The chart's RBAC documents (ServiceAccount, roles, bindings) rendered for a release named
+/// after the namespace, installed into it; `edit` may change them first. Returns the
+/// ServiceAccount's name and a guard of the cluster-scoped objects.
+fn install_rbac(ns: &str, edit: impl Fn(&mut Value)) -> (String, ClusterObjects) {
+    let rendered = helm(&["template", ns, "deploy/chart", "--namespace", ns]);
+    let mut docs = Vec::new();
+    let mut cluster = Vec::new();
+    let mut account = None;
+    for doc in serde_yaml::Deserializer::from_str(&rendered) {
+        let mut v: Value = match serde::Deserialize::deserialize(doc) {
+            Ok(v) => v,
+            Err(e) => panic!("rendered chart is not YAML: {e}"),
+        };
+        let kind = v["kind"].as_str().unwrap_or_default().to_string();
+        let name = v["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        match kind.as_str() {
+            "ServiceAccount" => account = Some(name),
+            "Role" | "RoleBinding" => {}
+            "ClusterRole" | "ClusterRoleBinding" => {
+                cluster.push(format!("{}/{name}", kind.to_lowercase()));
+            }
+            _ => continue,
+        }
+        edit(&mut v);
+        docs.push(serde_json::to_string(&v).unwrap());
+    }
+    let guard = ClusterObjects(cluster);
+    let list = format!(
+        "{{\"apiVersion\": \"v1\", \"kind\": \"List\", \"items\": [{}]}}",
+        docs.join(",")
+    );
+    ok(
+        "apply the chart's RBAC",
+        &kubectl_stdin(&["apply", "-f", "-"], Some(&list)),
+    );
+    (account.expect("the chart renders a ServiceAccount"), guard)
+}
+
+/// A kubeconfig for the test control plane that authenticates as the ServiceAccount with a
+/// token from `kubectl create token`; returns its path.
+fn service_account_kubeconfig(ns: &str, account: &str) -> String {
+    let token = ok(
+        "create token",
+        &kubectl(&["create", "token", account, "-n", ns, "--duration=1h"]),
+    );
+    let admin: Value = serde_json::from_str(&ok(
+        "config view",
+        &kubectl(&[
+            "config",
+            "view",
+            "--raw",
+            "--minify",
+            "--flatten",
+            "-o",
+            "json",
+        ]),
+    ))
+    .unwrap();
+    let cluster = &admin["clusters"][0]["cluster"];
+    let config = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "test", "cluster": {
+            "server": cluster["server"],
+            "certificate-authority-data": cluster["certificate-authority-data"],
+        }}],
+        "users": [{"name": account, "user": {"token": token.trim()}}],
+        "contexts": [{"name": "sa", "context": {"cluster": "test", "user": account, "namespace": ns}}],
+        "current-context": "sa",
+    });
+    let path = std::env::temp_dir().join(format!("stagehand-rbac-{ns}.kubeconfig"));
+    std::fs::write(&path, serde_json::to_string(&config).unwrap()).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+fn apply(yaml: &str) {
+    ok("apply", &kubectl_stdin(&["apply", "-f", "-"], Some(yaml)));
+}
+
+fn get(ns: &str, what: &str) -> Value {
+    serde_json::from_str(&ok("get", &kubectl(&["get", what, "-n", ns, "-o", "json"]))).unwrap()
+}
+
+fn wait(ns: &str, what: &str, condition: &str) {
+    let out = kubectl(&[
+        "wait",
+        &format!("--for=condition={condition}"),
+        "--timeout=90s",
+        what,
+        "-n",
+        ns,
+    ]);
+    assert!(
+        out.status.success(),
+        "kubectl wait {what} {condition}: {}\n{}",
+        stderr(&out),
+        serde_json::to_string_pretty(&get(ns, what)).unwrap()
+    );
+}
+
+/// A StatefulSet of `replicas` pods on the kwok node, and a Migration whose pre stage scales
+/// it to 0 (reading a Secret through secretFiles), and its pre run.
+async fn workload_and_migration(ns: &str) {
+    ok(
+        "secret",
+        &kubectl(&[
+            "create",
+            "secret",
+            "generic",
+            "cache-intercom-service-password",
+            "-n",
+            ns,
+            "--from-literal=password=rbac-test",
+        ]),
+    );
+    apply(&format!(
+        r#"apiVersion: apps/v1
+kind: StatefulSet
+metadata: {{name: ox-connector, namespace: {ns}}}
+spec:
+  replicas: 2
+  serviceName: ox-connector
+  selector: {{matchLabels: {{app: ox-connector}}}}
+  template:
+    metadata: {{labels: {{app: ox-connector}}}}
+    spec: {{containers: [{{name: main, image: example.invalid/ox-connector:1}}]}}
+"#
+    ));
+    wait_for("2 pods Running", Duration::from_secs(90), || async {
+        let out = kubectl(&[
+            "get",
+            "pods",
+            "-n",
+            ns,
+            "-l",
+            "app=ox-connector",
+            "-o",
+            "jsonpath={.items[*].status.phase}",
+        ]);
+        (stdout(&out)
+            .split_whitespace()
+            .filter(|p| *p == "Running")
+            .count()
+            == 2)
+            .then_some(())
+    })
+    .await;
+    apply(&format!(
+        r#"apiVersion: stagehand.dev/v1beta1
+kind: Migration
+metadata: {{name: opendesk, namespace: {ns}}}
+spec:
+  releaseVersion: "v1.18.0"
+  installedRelease: "v1.17.3"
+  secretFiles:
+    - name: redis-password
+      secret: {{name: cache-intercom-service-password, key: password}}
+  actions:
+    pre:
+      - id: workload_scale
+        tag: "v1.18.0"
+        runMode: apply
+        versions: {{minimum: "v1.15", from: "v1.15", to: "v1.17"}}
+        config: {{workload: {{kind: StatefulSet, name: ox-connector, replicas: 0, timeoutSeconds: 60}}}}
+    post: []
+"#
+    ));
+    apply(&format!(
+        "apiVersion: stagehand.dev/v1beta1\nkind: MigrationRun\nmetadata: {{name: pre, namespace: {ns}}}\nspec: {{migrationRef: opendesk, stage: pre, release: v1.18.0, dryRun: false}}\n"
+    ));
+}
+
+#[tokio::test]
+async fn the_operator_under_the_chart_s_service_account_runs_a_workload_scale() {
+    let client = client().await;
+    install_crds();
+    let ns = TestNamespace::new(&client, "rbac-ok").await;
+    let (account, _cluster) = install_rbac(&ns.name, |_| {});
+    let config = service_account_kubeconfig(&ns.name, &account);
+    let _operator = OperatorProcess::start_with(&ns.name, &config, &[]);
+    workload_and_migration(&ns.name).await;
+    wait(&ns.name, "migrationrun/pre", "Ready");
+    let sts = get(&ns.name, "statefulset/ox-connector");
+    assert_eq!(sts["spec"]["replicas"], 0, "{sts}");
+    let _ = std::fs::remove_file(&config);
+}
+
+#[tokio::test]
+async fn without_the_scale_permission_the_run_stalls_naming_it() {
+    let client = client().await;
+    install_crds();
+    let ns = TestNamespace::new(&client, "rbac-denied").await;
+    let (account, _cluster) = install_rbac(&ns.name, |doc| {
+        if doc["kind"] == "Role"
+            && let Some(rules) = doc["rules"].as_array_mut()
+        {
+            rules.retain(|r| {
+                !r["resources"]
+                    .as_array()
+                    .is_some_and(|rs| rs.iter().any(|x| x == "statefulsets/scale"))
+            });
+        }
+    });
+    let config = service_account_kubeconfig(&ns.name, &account);
+    let _operator = OperatorProcess::start_with(&ns.name, &config, &[]);
+    workload_and_migration(&ns.name).await;
+    wait(&ns.name, "migrationrun/pre", "Stalled");
+    let run = get(&ns.name, "migrationrun/pre");
+    let stalled = run["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Stalled")
+        .unwrap();
+    let message = stalled["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("forbidden") && message.contains("statefulsets.apps/scale"),
+        "the Stalled message should name the missing permission: {message}"
+    );
+    let sts = get(&ns.name, "statefulset/ox-connector");
+    assert_eq!(sts["spec"]["replicas"], 2, "{sts}");
+    let _ = std::fs::remove_file(&config);
+}
