@@ -524,11 +524,17 @@ fn crds_prints_both_kinds() {
 
 #[test]
 fn demo_migration_is_valid_and_plans_its_actions() {
-    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/examples/demo-migration.yaml");
+    let demo = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/examples/demo-migration.yaml"
+    );
     let out = stagehand(&["validate", "-f", demo]);
     assert_eq!(code(&out), 0, "{}", text(&out));
     let out = stagehand(&["plan", "-f", demo, "--stage", "pre", "-o", "json"]);
     let p = json_of(&out);
-    assert_eq!(p["lastMigratedRelease"], "v1.17.3", "installedRelease counts");
+    assert_eq!(
+        p["lastMigratedRelease"], "v1.17.3",
+        "installedRelease counts"
+    );
     assert_eq!(decisions(&p), [d("workload_scale", "run", "InWindow")]);
 }
