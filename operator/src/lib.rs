@@ -2,4 +2,7 @@
 //! controllers, run engine and storage-version migration).
 
 pub mod cli;
+pub mod leader;
+pub mod metrics;
 pub mod run;
+pub mod serve;

@@ -51,14 +51,7 @@ pub enum LogFormat {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the controllers against the cluster of the current kubeconfig (or in-cluster).
-    Operator {
-        /// Watch only this namespace (default: all namespaces).
-        #[arg(long, env = "STAGEHAND_NAMESPACE")]
-        namespace: Option<String>,
-        /// Log format.
-        #[arg(long, env = "STAGEHAND_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
-        log_format: LogFormat,
-    },
+    Operator(operator::OperatorArgs),
     /// Print the CRD manifests (every served version).
     Crds {
         /// Print the first release's CRDs instead: v1alpha1 only, served and stored (for
@@ -123,10 +116,7 @@ fn parse_stage(s: &str) -> Result<Stage, String> {
 /// Runs a parsed command line and returns the process exit code.
 pub fn run(cli: Cli) -> u8 {
     match cli.command {
-        Command::Operator {
-            namespace,
-            log_format,
-        } => operator::run(namespace, log_format),
+        Command::Operator(args) => operator::run(args),
         Command::Crds { v1alpha1_only } => crds::run(v1alpha1_only),
         Command::Validate {
             file,

@@ -59,8 +59,13 @@ async fn reconcile_migration(
     Ok(Requeue::await_change())
 }
 
-fn retry<K>(_: Arc<K>, error: &EngineError, _: Arc<Shared>) -> Requeue {
+fn retry<K: kube::Resource<DynamicType = ()>>(
+    _: Arc<K>,
+    error: &EngineError,
+    shared: Arc<Shared>,
+) -> Requeue {
     warn!(%error, "reconcile failed; retrying");
+    shared.metrics.reconcile_error(&K::kind(&()));
     Requeue::requeue(Duration::from_secs(5))
 }
 
@@ -123,7 +128,7 @@ pub async fn migrate_own_crds(client: &Client, recorder: &Recorder) {
 
 /// Runs both controllers until the process is asked to stop. `namespace` limits them to one
 /// namespace.
-pub async fn run(client: Client, namespace: Option<String>) {
+pub async fn run(client: Client, namespace: Option<String>, metrics: crate::metrics::Metrics) {
     let reporter = Reporter {
         controller: "stagehand".into(),
         instance: std::env::var("POD_NAME").ok(),
@@ -131,6 +136,7 @@ pub async fn run(client: Client, namespace: Option<String>) {
     let shared = Arc::new(Shared {
         client: client.clone(),
         recorder: Recorder::new(client.clone(), reporter),
+        metrics,
     });
     migrate_own_crds(&client, &shared.recorder).await;
     let (runs, migrations): (Api<MigrationRun>, Api<Migration>) = match &namespace {

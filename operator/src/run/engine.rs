@@ -30,6 +30,8 @@ pub struct Shared {
     pub client: Client,
     /// Publishes Events.
     pub recorder: Recorder,
+    /// Counts runs and actions for `/metrics`.
+    pub metrics: crate::metrics::Metrics,
 }
 
 impl std::fmt::Debug for Shared {
@@ -104,6 +106,7 @@ async fn event(shared: &Shared, run: &MigrationRun, type_: EventType, reason: &s
 
 /// Writes the run's status in `phase` (conditions derived from it).
 async fn write(
+    shared: &Shared,
     api: &Api<MigrationRun>,
     run: &MigrationRun,
     status: &mut MigrationRunStatus,
@@ -112,8 +115,15 @@ async fn write(
     status.conditions = run_conditions(phase, run.metadata.generation, &status.conditions);
     status.observed_generation = run.metadata.generation;
     status.progress = Some(progress(&status.actions));
+    let key = format!("{}/{}", run.namespace().unwrap_or_default(), run.name_any());
+    shared
+        .metrics
+        .run_waiting(&key, matches!(phase, Phase::Waiting(_)));
     if phase.is_terminal() && status.completion_time.is_none() {
         status.completion_time = Some(now());
+        shared
+            .metrics
+            .run_finished(&phase.reason().to_ascii_lowercase());
     }
     apply_run_status(api, &run.name_any(), status).await?;
     Ok(())
@@ -200,11 +210,18 @@ pub async fn reconcile(
                 "gave up after waitTimeoutSeconds={}: {message}",
                 run.spec.wait_timeout_seconds
             );
-            write(&runs, &run, &mut status, &Phase::Failed(message.clone())).await?;
+            write(
+                &shared,
+                &runs,
+                &run,
+                &mut status,
+                &Phase::Failed(message.clone()),
+            )
+            .await?;
             event(&shared, &run, EventType::Warning, "Failed", message).await;
             return Ok(Requeue::await_change());
         }
-        write(&runs, &run, &mut status, &Phase::Waiting(message)).await?;
+        write(&shared, &runs, &run, &mut status, &Phase::Waiting(message)).await?;
         return Ok(Requeue::requeue(Duration::from_secs(3)));
     }
     let Some(migration) = migration else {
@@ -234,7 +251,14 @@ pub async fn reconcile(
             lines.len(),
             lines.join("; ")
         );
-        write(&runs, &run, &mut status, &Phase::Invalid(message.clone())).await?;
+        write(
+            &shared,
+            &runs,
+            &run,
+            &mut status,
+            &Phase::Invalid(message.clone()),
+        )
+        .await?;
         event(&shared, &run, EventType::Warning, "Invalid", message).await;
         return Ok(Requeue::await_change());
     }
@@ -263,7 +287,14 @@ pub async fn reconcile(
                 summary: None,
             })
             .collect();
-        write(&runs, &run, &mut status, &Phase::Running("planned".into())).await?;
+        write(
+            &shared,
+            &runs,
+            &run,
+            &mut status,
+            &Phase::Running("planned".into()),
+        )
+        .await?;
         for a in status
             .actions
             .iter()
@@ -277,6 +308,7 @@ pub async fn reconcile(
                 format!("action {} {}: skipped ({})", a.index, a.id, a.reason),
             )
             .await;
+            shared.metrics.action_finished(&a.id, "skipped", 0.0);
         }
         info!(run = %name, stage = %run.spec.stage, actions = status.actions.len(), "planned");
     }
@@ -296,7 +328,14 @@ pub async fn reconcile(
     let secrets = match load_secrets(&shared.client, &namespace, files).await {
         Ok(s) => s,
         Err(message) => {
-            write(&runs, &run, &mut status, &Phase::Failed(message.clone())).await?;
+            write(
+                &shared,
+                &runs,
+                &run,
+                &mut status,
+                &Phase::Failed(message.clone()),
+            )
+            .await?;
             event(&shared, &run, EventType::Warning, "Failed", message).await;
             return Ok(Requeue::await_change());
         }
@@ -321,6 +360,7 @@ pub async fn reconcile(
             status.actions[i].start_time = Some(now());
         }
         write(
+            &shared,
             &runs,
             &run,
             &mut status,
@@ -336,7 +376,16 @@ pub async fn reconcile(
         )
         .await;
         info!(run = %name, action = %id, index, dry_run = run.spec.dry_run, "action started");
+        let started = std::time::Instant::now();
         let result = run_action(&id, &config, &action_context, run.spec.dry_run).await;
+        let outcome = if result.is_ok() {
+            "succeeded"
+        } else {
+            "failed"
+        };
+        shared
+            .metrics
+            .action_finished(&id, outcome, started.elapsed().as_secs_f64());
         status.actions[i].completion_time = Some(now());
         match result {
             Ok(summary) => {
@@ -357,6 +406,7 @@ pub async fn reconcile(
                     record_footprint(&migrations, &run.spec.migration_ref, entry).await?;
                 }
                 write(
+                    &shared,
                     &runs,
                     &run,
                     &mut status,
@@ -378,7 +428,14 @@ pub async fn reconcile(
                 status.actions[i].reason = "Failed".into();
                 status.actions[i].summary = Some(e.to_string());
                 let message = format!("action {index} {id} failed: {e}");
-                write(&runs, &run, &mut status, &Phase::Failed(message.clone())).await?;
+                write(
+                    &shared,
+                    &runs,
+                    &run,
+                    &mut status,
+                    &Phase::Failed(message.clone()),
+                )
+                .await?;
                 event(&shared, &run, EventType::Warning, "Failed", message).await;
                 warn!(run = %name, action = %id, index, error = %e, "action failed");
                 return Ok(Requeue::await_change());
@@ -402,7 +459,14 @@ pub async fn reconcile(
             .filter(|a| a.decision == ActionDecision::Succeeded)
             .count()
     );
-    write(&runs, &run, &mut status, &Phase::Succeeded(done.clone())).await?;
+    write(
+        &shared,
+        &runs,
+        &run,
+        &mut status,
+        &Phase::Succeeded(done.clone()),
+    )
+    .await?;
     event(&shared, &run, EventType::Normal, "Completed", done).await;
     info!(run = %name, "run succeeded");
     Ok(Requeue::await_change())
