@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use stagehand_e2e::{
-    OperatorProcess, TestNamespace, client, install_crds, kubeconfig, kubectl, wait_for,
+    OperatorProcess, TestNamespace, client, install_crds, kubeconfig, kubectl, kubectl_stdin, ok,
+    wait_for,
 };
 
 /// `GET path` on `address`; the status code and body, or `None` if it cannot connect.
@@ -144,8 +145,49 @@ async fn probes_and_metrics_answer_on_free_ports() {
     )
     .await;
 
+    // A run (a fresh installation: its one action is skipped) shows up in the counters.
+    let run = format!(
+        r#"apiVersion: stagehand.dev/v1beta1
+kind: Migration
+metadata: {{name: opendesk, namespace: {ns}}}
+spec:
+  releaseVersion: "v1.18.0"
+  actions:
+    pre:
+      - id: workload_scale
+        versions: {{minimum: "v1.15", from: "v1.15", to: "v1.17"}}
+        config: {{workload: {{kind: StatefulSet, name: ox-connector, replicas: 0}}}}
+---
+apiVersion: stagehand.dev/v1beta1
+kind: MigrationRun
+metadata: {{name: pre, namespace: {ns}}}
+spec: {{migrationRef: opendesk, stage: pre, release: "v1.18.0"}}
+"#,
+        ns = ns.name
+    );
+    ok("apply", &kubectl_stdin(&["apply", "-f", "-"], Some(&run)));
+    ok(
+        "wait",
+        &kubectl(&[
+            "wait",
+            "--for=condition=Ready",
+            "--timeout=60s",
+            "migrationrun/pre",
+            "-n",
+            &ns.name,
+        ]),
+    );
     let (status, body) = http_get(&metrics, "/metrics").unwrap();
     assert_eq!(status, 200, "/metrics");
+    for line in [
+        "stagehand_runs_total{result=\"succeeded\"} 1",
+        "stagehand_actions_total{action=\"workload_scale\",result=\"skipped\"} 1",
+    ] {
+        assert!(
+            body.lines().any(|l| l == line),
+            "{line} missing from /metrics:\n{body}"
+        );
+    }
     // (The per-action series, stagehand_actions_total and
     // stagehand_action_duration_seconds, appear once an action has finished.)
     for name in [
