@@ -109,6 +109,22 @@ pub enum Command {
     },
 }
 
+/// A small multi-threaded runtime for the commands that talk to a cluster; `None` (after
+/// saying why on stderr) when it cannot start.
+pub(crate) fn runtime(command: &str) -> Option<tokio::runtime::Runtime> {
+    match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => Some(rt),
+        Err(e) => {
+            eprintln!("stagehand {command}: cannot start the async runtime: {e}");
+            None
+        }
+    }
+}
+
 fn parse_stage(s: &str) -> Result<Stage, String> {
     s.parse()
 }

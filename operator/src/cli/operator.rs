@@ -77,16 +77,8 @@ pub fn run(args: OperatorArgs) -> u8 {
         eprintln!("stagehand operator: cannot set up logging: {e}");
         return EXIT_USAGE;
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("stagehand operator: cannot start the async runtime: {e}");
-            return EXIT_USAGE;
-        }
+    let Some(runtime) = super::runtime("operator") else {
+        return EXIT_USAGE;
     };
     runtime.block_on(operate(args))
 }

@@ -14,16 +14,8 @@ where
     F: FnOnce(Client) -> Fut,
     Fut: Future<Output = u8>,
 {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("stagehand {command}: cannot start the async runtime: {e}");
-            return EXIT_USAGE;
-        }
+    let Some(runtime) = super::runtime(command) else {
+        return EXIT_USAGE;
     };
     runtime.block_on(async {
         match Client::try_default().await {

@@ -129,6 +129,28 @@ async fn write(
     Ok(())
 }
 
+/// Ends the run in `phase` (Failed or Invalid): writes the status, then a Warning Event with
+/// the same message.
+async fn end_stalled(
+    shared: &Shared,
+    api: &Api<MigrationRun>,
+    run: &MigrationRun,
+    status: &mut MigrationRunStatus,
+    phase: Phase,
+) -> Result<Requeue, EngineError> {
+    write(shared, api, run, status, &phase).await?;
+    let message = match &phase {
+        Phase::Failed(m)
+        | Phase::Invalid(m)
+        | Phase::Waiting(m)
+        | Phase::Running(m)
+        | Phase::Succeeded(m) => m.clone(),
+    };
+    warn!(run = %run.name_any(), reason = phase.reason(), %message, "run stalled");
+    event(shared, run, EventType::Warning, phase.reason(), message).await;
+    Ok(Requeue::await_change())
+}
+
 /// Reads the credentials named in `secretFiles` from their Secrets. Missing optional ones are
 /// left out; a missing required one is an error naming the secret file (never a value).
 pub async fn load_secrets(
@@ -210,16 +232,7 @@ pub async fn reconcile(
                 "gave up after waitTimeoutSeconds={}: {message}",
                 run.spec.wait_timeout_seconds
             );
-            write(
-                &shared,
-                &runs,
-                &run,
-                &mut status,
-                &Phase::Failed(message.clone()),
-            )
-            .await?;
-            event(&shared, &run, EventType::Warning, "Failed", message).await;
-            return Ok(Requeue::await_change());
+            return end_stalled(&shared, &runs, &run, &mut status, Phase::Failed(message)).await;
         }
         write(&shared, &runs, &run, &mut status, &Phase::Waiting(message)).await?;
         return Ok(Requeue::requeue(Duration::from_secs(3)));
@@ -251,16 +264,7 @@ pub async fn reconcile(
             lines.len(),
             lines.join("; ")
         );
-        write(
-            &shared,
-            &runs,
-            &run,
-            &mut status,
-            &Phase::Invalid(message.clone()),
-        )
-        .await?;
-        event(&shared, &run, EventType::Warning, "Invalid", message).await;
-        return Ok(Requeue::await_change());
+        return end_stalled(&shared, &runs, &run, &mut status, Phase::Invalid(message)).await;
     }
 
     // The plan, with decisions and reasons, goes to status before anything executes.
@@ -328,16 +332,7 @@ pub async fn reconcile(
     let secrets = match load_secrets(&shared.client, &namespace, files).await {
         Ok(s) => s,
         Err(message) => {
-            write(
-                &shared,
-                &runs,
-                &run,
-                &mut status,
-                &Phase::Failed(message.clone()),
-            )
-            .await?;
-            event(&shared, &run, EventType::Warning, "Failed", message).await;
-            return Ok(Requeue::await_change());
+            return end_stalled(&shared, &runs, &run, &mut status, Phase::Failed(message)).await;
         }
     };
     let action_context = ActionContext {
@@ -428,17 +423,9 @@ pub async fn reconcile(
                 status.actions[i].reason = "Failed".into();
                 status.actions[i].summary = Some(e.to_string());
                 let message = format!("action {index} {id} failed: {e}");
-                write(
-                    &shared,
-                    &runs,
-                    &run,
-                    &mut status,
-                    &Phase::Failed(message.clone()),
-                )
-                .await?;
-                event(&shared, &run, EventType::Warning, "Failed", message).await;
                 warn!(run = %name, action = %id, index, error = %e, "action failed");
-                return Ok(Requeue::await_change());
+                return end_stalled(&shared, &runs, &run, &mut status, Phase::Failed(message))
+                    .await;
             }
         }
     }
