@@ -242,3 +242,44 @@ async fn a_run_for_another_release_waits() {
     );
     assert_eq!(condition(&old, "Reconciling")["status"], "True");
 }
+
+/// A run the typed API cannot read (a status index beyond u32, which the API server accepts)
+/// is reported on itself and does not stall the controller: the next run still completes.
+#[tokio::test]
+async fn a_malformed_run_does_not_stall_the_others() {
+    let client = client().await;
+    install_crds();
+    let ns = TestNamespace::new(&client, "op-malformed").await;
+    apply(&format!(
+        "apiVersion: stagehand.dev/v1beta1\nkind: Migration\nmetadata: {{name: opendesk, namespace: {}}}\nspec: {{releaseVersion: \"v1.18.0\"}}\n",
+        ns.name
+    ));
+    apply(&run(&ns.name, "bad", "pre", "v1.18.0"));
+    ok(
+        "corrupt status",
+        &kubectl(&[
+            "patch",
+            "migrationrun",
+            "bad",
+            "-n",
+            &ns.name,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"actions":[{"index":9999999999,"id":"x","decision":"Run","reason":"InWindow"}]}}"#,
+        ]),
+    );
+    let _operator = OperatorProcess::start(&ns.name);
+    apply(&run(&ns.name, "good", "pre", "v1.18.0"));
+    wait(&ns.name, "migrationrun/good", "Ready");
+    wait(&ns.name, "migrationrun/bad", "Stalled");
+    let bad = get(&ns.name, "migrationrun/bad");
+    assert_eq!(condition(&bad, "Stalled")["reason"], "Malformed");
+    assert!(
+        condition(&bad, "Stalled")["message"]
+            .as_str()
+            .unwrap()
+            .contains("cannot read this object"),
+        "{bad}"
+    );
+}

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use kube::api::Api;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::watcher;
@@ -59,14 +59,60 @@ async fn reconcile_migration(
     Ok(Requeue::await_change())
 }
 
-fn retry<K: kube::Resource<DynamicType = ()>>(
-    _: Arc<K>,
-    error: &EngineError,
-    shared: Arc<Shared>,
-) -> Requeue {
+fn retry(object: Arc<DynamicObject>, error: &EngineError, shared: Arc<Shared>) -> Requeue {
     warn!(%error, "reconcile failed; retrying");
-    shared.metrics.reconcile_error(&K::kind(&()));
+    let kind = object.types.as_ref().map_or("unknown", |t| t.kind.as_str());
+    shared.metrics.reconcile_error(kind);
     Requeue::requeue(Duration::from_secs(5))
+}
+
+/// Decodes an untyped object into its kind and reconciles it; an object that does not decode
+/// gets `Stalled=True` (reason `Malformed`, the decode error as message) and is left alone
+/// until it changes.
+async fn decoded<K, F, Fut>(
+    object: Arc<DynamicObject>,
+    shared: Arc<Shared>,
+    resource: ApiResource,
+    reconcile: F,
+) -> Result<Requeue, EngineError>
+where
+    K: serde::de::DeserializeOwned,
+    F: FnOnce(Arc<K>, Arc<Shared>) -> Fut,
+    Fut: std::future::Future<Output = Result<Requeue, EngineError>>,
+{
+    let typed = serde_json::to_value(&*object).and_then(serde_json::from_value::<K>);
+    match typed {
+        Ok(k) => reconcile(Arc::new(k), shared).await,
+        Err(e) => {
+            let name = object.name_any();
+            let message = format!("cannot read this object: {e}");
+            warn!(object = %name, error = %e, "malformed object; skipping it");
+            let api: Api<DynamicObject> = match object.namespace() {
+                Some(ns) => Api::namespaced_with(shared.client.clone(), &ns, &resource),
+                None => Api::all_with(shared.client.clone(), &resource),
+            };
+            let conditions = super::conditions::run_conditions(
+                &super::conditions::Phase::Failed(message),
+                object.metadata.generation,
+                &[],
+            )
+            .into_iter()
+            .map(|mut c| {
+                c.reason = "Malformed".into();
+                c
+            })
+            .collect::<Vec<_>>();
+            let patch = serde_json::json!({"status": {"conditions": conditions}});
+            if let Err(e) = api
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                warn!(object = %name, error = %e, "cannot report the malformed object");
+            }
+            shared.metrics.reconcile_error("Malformed");
+            Ok(Requeue::await_change())
+        }
+    }
 }
 
 /// Stagehand's own CRDs, checked at start-up.
@@ -139,32 +185,53 @@ pub async fn run(client: Client, namespace: Option<String>, metrics: crate::metr
         metrics,
     });
     migrate_own_crds(&client, &shared.recorder).await;
-    let (runs, migrations): (Api<MigrationRun>, Api<Migration>) = match &namespace {
+    // Both kinds are watched as untyped objects and decoded one by one in the reconciler, so
+    // an object that does not decode is reported on itself and never stalls the others (a
+    // typed watch would fail the whole list).
+    let run_resource = ApiResource::erase::<MigrationRun>(&());
+    let migration_resource = ApiResource::erase::<Migration>(&());
+    let (runs, migrations): (Api<DynamicObject>, Api<DynamicObject>) = match &namespace {
         Some(ns) => (
-            Api::namespaced(client.clone(), ns),
-            Api::namespaced(client.clone(), ns),
+            Api::namespaced_with(client.clone(), ns, &run_resource),
+            Api::namespaced_with(client.clone(), ns, &migration_resource),
         ),
-        None => (Api::all(client.clone()), Api::all(client.clone())),
+        None => (
+            Api::all_with(client.clone(), &run_resource),
+            Api::all_with(client.clone(), &migration_resource),
+        ),
     };
     info!(
         namespace = namespace.as_deref().unwrap_or("<all>"),
         "starting controllers"
     );
-    let run_controller = Controller::new(runs, watcher::Config::default())
-        .shutdown_on_signal()
-        .run(reconcile, retry, shared.clone())
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                warn!(error = %e, "MigrationRun reconcile error");
-            }
-        });
-    let migration_controller = Controller::new(migrations, watcher::Config::default())
-        .shutdown_on_signal()
-        .run(reconcile_migration, retry, shared)
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                warn!(error = %e, "Migration reconcile error");
-            }
-        });
+    let run_controller =
+        Controller::new_with(runs, watcher::Config::default(), run_resource.clone())
+            .shutdown_on_signal()
+            .run(
+                move |obj, shared| decoded(obj, shared, run_resource.clone(), reconcile),
+                retry,
+                shared.clone(),
+            )
+            .for_each(|result| async move {
+                if let Err(e) = result {
+                    warn!(error = %e, "MigrationRun reconcile error");
+                }
+            });
+    let migration_controller = Controller::new_with(
+        migrations,
+        watcher::Config::default(),
+        migration_resource.clone(),
+    )
+    .shutdown_on_signal()
+    .run(
+        move |obj, shared| decoded(obj, shared, migration_resource.clone(), reconcile_migration),
+        retry,
+        shared,
+    )
+    .for_each(|result| async move {
+        if let Err(e) = result {
+            warn!(error = %e, "Migration reconcile error");
+        }
+    });
     futures::join!(run_controller, migration_controller);
 }

@@ -508,15 +508,30 @@ async fn blocked_by_others(
     runs: &Api<MigrationRun>,
     run: &MigrationRun,
 ) -> Result<Option<String>, EngineError> {
-    let all = runs
+    // Listed untyped and decoded one by one: a malformed run is not a sibling that blocks.
+    let namespace = run.namespace().unwrap_or_default();
+    let untyped: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        runs.clone().into_client(),
+        &namespace,
+        &kube::api::ApiResource::erase::<MigrationRun>(&()),
+    );
+    let all = untyped
         .list(&ListParams::default())
         .await
         .map_err(|source| EngineError::Read {
             context: "listing MigrationRuns".into(),
             source,
         })?;
-    let siblings: Vec<&MigrationRun> = all
+    let decoded: Vec<MigrationRun> = all
         .items
+        .iter()
+        .filter_map(|o| {
+            serde_json::to_value(o)
+                .and_then(serde_json::from_value)
+                .ok()
+        })
+        .collect();
+    let siblings: Vec<&MigrationRun> = decoded
         .iter()
         .filter(|r| {
             r.spec.migration_ref == run.spec.migration_ref && r.name_any() != run.name_any()
