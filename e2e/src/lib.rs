@@ -252,6 +252,14 @@ impl OperatorProcess {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// Asks it to stop with SIGTERM (as Kubernetes does) and waits until it has exited.
+    pub fn terminate(&mut self) -> Option<std::process::ExitStatus> {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        self.child.wait().ok()
+    }
+
     /// Stops it with SIGKILL (a crash) and waits for it to be gone.
     pub fn kill(&mut self) {
         let _ = self.child.kill();

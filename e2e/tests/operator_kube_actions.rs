@@ -367,3 +367,119 @@ async fn a_killed_operator_s_run_is_finished_by_the_next_without_repeating() {
     );
     assert_eq!(replicas(&ns.name, "ox-connector"), 0);
 }
+
+fn lease_holder(ns: &str) -> String {
+    stagehand_e2e::stdout(&kubectl(&[
+        "get",
+        "lease",
+        "stagehand-leader",
+        "-n",
+        ns,
+        "-o",
+        "jsonpath={.spec.holderIdentity}",
+    ]))
+}
+
+/// Two replicas: the leader is stopped with SIGTERM while an action waits; it shuts down
+/// leaving the run resumable, and the standby takes the Lease and finishes the run.
+#[tokio::test]
+async fn the_standby_finishes_the_run_of_a_leader_stopped_mid_action() {
+    let client = client().await;
+    install_crds();
+    let ns = TestNamespace::new(&client, "op-handover").await;
+    ok(
+        "secret",
+        &kubectl(&[
+            "create",
+            "secret",
+            "generic",
+            "cache-intercom-service-password",
+            "-n",
+            &ns.name,
+            "--from-literal=password=x",
+        ]),
+    );
+    apply(&statefulset(&ns.name, "ox-connector", 1));
+    running_pods(&ns.name, "ox-connector", 1).await;
+    ok(
+        "hold",
+        &kubectl(&[
+            "patch",
+            "pod",
+            "ox-connector-0",
+            "-n",
+            &ns.name,
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"finalizers":["example.com/hold"]}}"#,
+        ]),
+    );
+    apply(&migration(&ns.name, SCALE_DOWN));
+    let config = stagehand_e2e::kubeconfig();
+    let args = |id: &'static str| {
+        [
+            "--leader-election-identity",
+            id,
+            "--probe-address",
+            "127.0.0.1:0",
+            "--metrics-address",
+            "127.0.0.1:0",
+        ]
+    };
+    let mut first = OperatorProcess::start_with(&ns.name, &config, &args("replica-a"));
+    wait_for("replica-a to lead", Duration::from_secs(60), || async {
+        (lease_holder(&ns.name) == "replica-a").then_some(())
+    })
+    .await;
+    let _second = OperatorProcess::start_with(&ns.name, &config, &args("replica-b"));
+    apply(&run(&ns.name, "pre", "pre", false));
+    wait_for(
+        "the action to be running",
+        Duration::from_secs(60),
+        || async {
+            get(&ns.name, "migrationrun/pre")["status"]["actions"][0]["startTime"]
+                .is_string()
+                .then_some(())
+        },
+    )
+    .await;
+    let status = first.terminate();
+    assert!(status.is_some(), "replica-a exited after SIGTERM");
+    let stopped = get(&ns.name, "migrationrun/pre");
+    assert_eq!(
+        stopped["status"]["actions"][0]["decision"], "Run",
+        "interrupted, not failed: {stopped}"
+    );
+    ok(
+        "release",
+        &kubectl(&[
+            "patch",
+            "pod",
+            "ox-connector-0",
+            "-n",
+            &ns.name,
+            "--type=json",
+            "-p",
+            r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+        ]),
+    );
+    wait_for("replica-b to lead", Duration::from_secs(60), || async {
+        (lease_holder(&ns.name) == "replica-b").then_some(())
+    })
+    .await;
+    wait(&ns.name, "migrationrun/pre", "Ready");
+    let done = get(&ns.name, "migrationrun/pre");
+    assert_eq!(done["status"]["actions"][0]["decision"], "Succeeded");
+    assert_eq!(
+        done["status"]["actions"][0]["startTime"], stopped["status"]["actions"][0]["startTime"],
+        "re-entered, not restarted"
+    );
+    assert_eq!(
+        get(&ns.name, "migration/opendesk")["status"]["history"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(replicas(&ns.name, "ox-connector"), 0);
+}
