@@ -283,3 +283,44 @@ async fn a_malformed_run_does_not_stall_the_others() {
         "{bad}"
     );
 }
+
+/// A required Secret that does not exist fails the run before any action, naming the secret
+/// file and the Secret (never a value).
+#[tokio::test]
+async fn a_missing_required_secret_fails_before_any_action() {
+    let client = client().await;
+    install_crds();
+    let ns = TestNamespace::new(&client, "op-secret").await;
+    let _operator = OperatorProcess::start(&ns.name);
+    apply(&format!(
+        r#"apiVersion: stagehand.dev/v1beta1
+kind: Migration
+metadata: {{name: opendesk, namespace: {ns}}}
+spec:
+  releaseVersion: "v1.18.0"
+  installedRelease: "v1.17.3"
+  secretFiles:
+    - name: redis-password
+      secret: {{name: cache-intercom-service-password, key: password}}
+  actions:
+    pre:
+      - id: workload_scale
+        versions: {{minimum: "v1.15", from: "v1.15", to: "v1.17"}}
+        config: {{workload: {{kind: StatefulSet, name: does-not-matter, replicas: 0}}}}
+"#,
+        ns = ns.name
+    ));
+    apply(&run(&ns.name, "pre", "pre", "v1.18.0"));
+    wait(&ns.name, "migrationrun/pre", "Stalled");
+    let pre = get(&ns.name, "migrationrun/pre");
+    let message = condition(&pre, "Stalled")["message"].as_str().unwrap();
+    assert!(
+        message.contains("secret file \"redis-password\"")
+            && message.contains("cache-intercom-service-password"),
+        "{message}"
+    );
+    assert!(
+        pre["status"]["actions"][0]["startTime"].is_null(),
+        "no action started: {pre}"
+    );
+}
