@@ -299,3 +299,40 @@ pub fn install_crds() {
         );
     }
 }
+
+/// `kubectl apply -f -` of `yaml`; fails the test on error.
+pub fn apply(yaml: &str) {
+    ok(
+        "kubectl apply",
+        &kubectl_stdin(&["apply", "-f", "-"], Some(yaml)),
+    );
+}
+
+/// `kubectl get WHAT -n NS -o json`, parsed.
+pub fn get(ns: &str, what: &str) -> serde_json::Value {
+    match serde_json::from_str(&ok(
+        "kubectl get",
+        &kubectl(&["get", what, "-n", ns, "-o", "json"]),
+    )) {
+        Ok(v) => v,
+        Err(e) => panic!("kubectl get {what}: not JSON: {e}"),
+    }
+}
+
+/// `kubectl wait --for=condition=COND` (90 s); on timeout the test fails showing the object.
+pub fn wait(ns: &str, what: &str, condition: &str) {
+    let out = kubectl(&[
+        "wait",
+        &format!("--for=condition={condition}"),
+        "--timeout=90s",
+        what,
+        "-n",
+        ns,
+    ]);
+    assert!(
+        out.status.success(),
+        "kubectl wait {what} {condition}: {}\n{}",
+        stderr(&out),
+        serde_json::to_string_pretty(&get(ns, what)).unwrap_or_default()
+    );
+}

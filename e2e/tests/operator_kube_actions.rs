@@ -8,34 +8,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 use stagehand_e2e::{
-    OperatorProcess, TestNamespace, client, install_crds, kubectl, kubectl_stdin, ok, stderr,
-    wait_for,
+    OperatorProcess, TestNamespace, apply, client, get, install_crds, kubectl, ok, wait, wait_for,
 };
-
-fn apply(yaml: &str) {
-    ok("apply", &kubectl_stdin(&["apply", "-f", "-"], Some(yaml)));
-}
-
-fn get(ns: &str, what: &str) -> Value {
-    serde_json::from_str(&ok("get", &kubectl(&["get", what, "-n", ns, "-o", "json"]))).unwrap()
-}
-
-fn wait(ns: &str, what: &str, condition: &str) {
-    let out = kubectl(&[
-        "wait",
-        &format!("--for=condition={condition}"),
-        "--timeout=90s",
-        what,
-        "-n",
-        ns,
-    ]);
-    assert!(
-        out.status.success(),
-        "kubectl wait {what} {condition}: {}\n{}",
-        stderr(&out),
-        serde_json::to_string_pretty(&get(ns, what)).unwrap()
-    );
-}
 
 fn statefulset(ns: &str, name: &str, replicas: u32) -> String {
     format!(

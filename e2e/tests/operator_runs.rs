@@ -5,33 +5,8 @@
 
 use serde_json::Value;
 use stagehand_e2e::{
-    OperatorProcess, TestNamespace, client, install_crds, kubectl, kubectl_stdin, ok, stderr,
+    OperatorProcess, TestNamespace, apply, client, get, install_crds, kubectl, ok, stderr, wait,
 };
-
-fn apply(yaml: &str) {
-    ok("apply", &kubectl_stdin(&["apply", "-f", "-"], Some(yaml)));
-}
-
-fn get(ns: &str, what: &str) -> Value {
-    serde_json::from_str(&ok("get", &kubectl(&["get", what, "-n", ns, "-o", "json"]))).unwrap()
-}
-
-fn wait(ns: &str, what: &str, condition: &str) {
-    let out = kubectl(&[
-        "wait",
-        &format!("--for=condition={condition}"),
-        "--timeout=60s",
-        what,
-        "-n",
-        ns,
-    ]);
-    assert!(
-        out.status.success(),
-        "kubectl wait {what} {condition}: {}\n{}",
-        stderr(&out),
-        serde_json::to_string_pretty(&get(ns, what)).unwrap()
-    );
-}
 
 fn run(ns: &str, name: &str, stage: &str, release: &str) -> String {
     format!(

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 use stagehand_e2e::{
-    OperatorProcess, TestNamespace, client, install_crds, kubectl, kubectl_stdin, ok, stagehand,
-    stderr, stdout, wait_for,
+    OperatorProcess, TestNamespace, apply, client, get, install_crds, kubectl, kubectl_stdin, ok,
+    stagehand, stdout, wait, wait_for,
 };
 
 /// The three comment lines on top of `deploy/manifests/stagehand.yaml`.
@@ -187,31 +187,6 @@ fn service_account_kubeconfig(ns: &str, account: &str) -> String {
     let path = std::env::temp_dir().join(format!("stagehand-rbac-{ns}.kubeconfig"));
     std::fs::write(&path, serde_json::to_string(&config).unwrap()).unwrap();
     path.to_string_lossy().into_owned()
-}
-
-fn apply(yaml: &str) {
-    ok("apply", &kubectl_stdin(&["apply", "-f", "-"], Some(yaml)));
-}
-
-fn get(ns: &str, what: &str) -> Value {
-    serde_json::from_str(&ok("get", &kubectl(&["get", what, "-n", ns, "-o", "json"]))).unwrap()
-}
-
-fn wait(ns: &str, what: &str, condition: &str) {
-    let out = kubectl(&[
-        "wait",
-        &format!("--for=condition={condition}"),
-        "--timeout=90s",
-        what,
-        "-n",
-        ns,
-    ]);
-    assert!(
-        out.status.success(),
-        "kubectl wait {what} {condition}: {}\n{}",
-        stderr(&out),
-        serde_json::to_string_pretty(&get(ns, what)).unwrap()
-    );
 }
 
 /// A StatefulSet of `replicas` pods on the kwok node, and a Migration whose pre stage scales
