@@ -336,3 +336,47 @@ pub fn wait(ns: &str, what: &str, condition: &str) {
         serde_json::to_string_pretty(&get(ns, what)).unwrap_or_default()
     );
 }
+
+/// A StatefulSet whose pods (label `app: NAME`) the kwok node runs.
+pub fn statefulset(ns: &str, name: &str, replicas: u32) -> String {
+    format!(
+        r#"apiVersion: apps/v1
+kind: StatefulSet
+metadata: {{name: {name}, namespace: {ns}}}
+spec:
+  replicas: {replicas}
+  serviceName: {name}
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec: {{containers: [{{name: main, image: example.invalid/{name}:1}}]}}
+"#
+    )
+}
+
+/// Waits (90 s) until exactly `n` pods labelled `app: APP` are Running.
+pub async fn running_pods(ns: &str, app: &str, n: usize) {
+    wait_for(
+        &format!("{n} {app} pods Running"),
+        Duration::from_secs(90),
+        || async {
+            let out = kubectl(&[
+                "get",
+                "pods",
+                "-n",
+                ns,
+                "-l",
+                &format!("app={app}"),
+                "-o",
+                "jsonpath={.items[*].status.phase}",
+            ]);
+            (stdout(&out)
+                .split_whitespace()
+                .filter(|p| *p == "Running")
+                .count()
+                == n)
+                .then_some(())
+        },
+    )
+    .await;
+}

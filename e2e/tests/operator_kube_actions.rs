@@ -8,56 +8,14 @@ use std::time::Duration;
 
 use serde_json::Value;
 use stagehand_e2e::{
-    OperatorProcess, TestNamespace, apply, client, get, install_crds, kubectl, ok, wait, wait_for,
+    OperatorProcess, TestNamespace, apply, client, get, install_crds, kubectl, ok, running_pods,
+    statefulset, wait, wait_for,
 };
-
-fn statefulset(ns: &str, name: &str, replicas: u32) -> String {
-    format!(
-        r#"apiVersion: apps/v1
-kind: StatefulSet
-metadata: {{name: {name}, namespace: {ns}}}
-spec:
-  replicas: {replicas}
-  serviceName: {name}
-  selector: {{matchLabels: {{app: {name}}}}}
-  template:
-    metadata: {{labels: {{app: {name}}}}}
-    spec: {{containers: [{{name: main, image: example.invalid/{name}:1}}]}}
-"#
-    )
-}
 
 fn run(ns: &str, name: &str, stage: &str, dry_run: bool) -> String {
     format!(
         "apiVersion: stagehand.dev/v1beta1\nkind: MigrationRun\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {{migrationRef: opendesk, stage: {stage}, release: v1.18.0, dryRun: {dry_run}}}\n"
     )
-}
-
-async fn running_pods(ns: &str, app: &str, n: usize) {
-    wait_for(
-        &format!("{n} {app} pods Running"),
-        Duration::from_secs(90),
-        || async {
-            let out = kubectl(&[
-                "get",
-                "pods",
-                "-n",
-                ns,
-                "-l",
-                &format!("app={app}"),
-                "-o",
-                "jsonpath={.items[*].status.phase}",
-            ]);
-            let phases = stagehand_e2e::stdout(&out);
-            (phases
-                .split_whitespace()
-                .filter(|p| *p == "Running")
-                .count()
-                == n)
-                .then_some(())
-        },
-    )
-    .await;
 }
 
 fn replicas(ns: &str, name: &str) -> u64 {

@@ -7,12 +7,11 @@
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::Duration;
 
 use serde_json::Value;
 use stagehand_e2e::{
     OperatorProcess, TestNamespace, apply, client, get, install_crds, kubectl, kubectl_stdin, ok,
-    stagehand, stdout, wait, wait_for,
+    running_pods, stagehand, statefulset, wait,
 };
 
 /// The three comment lines on top of `deploy/manifests/stagehand.yaml`.
@@ -204,38 +203,8 @@ async fn workload_and_migration(ns: &str) {
             "--from-literal=password=rbac-test",
         ]),
     );
-    apply(&format!(
-        r#"apiVersion: apps/v1
-kind: StatefulSet
-metadata: {{name: ox-connector, namespace: {ns}}}
-spec:
-  replicas: 2
-  serviceName: ox-connector
-  selector: {{matchLabels: {{app: ox-connector}}}}
-  template:
-    metadata: {{labels: {{app: ox-connector}}}}
-    spec: {{containers: [{{name: main, image: example.invalid/ox-connector:1}}]}}
-"#
-    ));
-    wait_for("2 pods Running", Duration::from_secs(90), || async {
-        let out = kubectl(&[
-            "get",
-            "pods",
-            "-n",
-            ns,
-            "-l",
-            "app=ox-connector",
-            "-o",
-            "jsonpath={.items[*].status.phase}",
-        ]);
-        (stdout(&out)
-            .split_whitespace()
-            .filter(|p| *p == "Running")
-            .count()
-            == 2)
-            .then_some(())
-    })
-    .await;
+    apply(&statefulset(ns, "ox-connector", 2));
+    running_pods(ns, "ox-connector", 2).await;
     apply(&format!(
         r#"apiVersion: stagehand.dev/v1beta1
 kind: Migration

@@ -54,6 +54,26 @@ fn flip_storage(crd: &str) {
     );
 }
 
+const OWN_CRDS: [&str; 2] = ["migrations.stagehand.dev", "migrationruns.stagehand.dev"];
+
+/// Replaces Stagehand's CRDs with those of its first release (v1alpha1 only, stored).
+async fn install_v1alpha1_only_crds() {
+    for crd in OWN_CRDS {
+        delete_crd(crd).await;
+    }
+    let old = ok(
+        "crds --v1alpha1-only",
+        &stagehand(&["crds", "--v1alpha1-only"]),
+    );
+    ok(
+        "apply v1alpha1 CRDs",
+        &kubectl_stdin(&["apply", "--server-side", "-f", "-"], Some(&old)),
+    );
+    for crd in OWN_CRDS {
+        wait_established(crd);
+    }
+}
+
 fn wait_established(crd: &str) {
     ok(
         "wait Established",
@@ -414,20 +434,9 @@ spec:
 async fn own_crds_migrate_from_v1alpha1_storage() {
     let _serial = CLUSTER_SCOPED.lock().await;
     let client = client().await;
-    let crds = ["migrations.stagehand.dev", "migrationruns.stagehand.dev"];
+    let crds = OWN_CRDS;
+    install_v1alpha1_only_crds().await;
     for crd in crds {
-        delete_crd(crd).await;
-    }
-    let old = ok(
-        "crds --v1alpha1-only",
-        &stagehand(&["crds", "--v1alpha1-only"]),
-    );
-    ok(
-        "apply v1alpha1 CRDs",
-        &kubectl_stdin(&["apply", "--server-side", "-f", "-"], Some(&old)),
-    );
-    for crd in crds {
-        wait_established(crd);
         assert_eq!(stored_versions(crd), ["v1alpha1"]);
     }
     let ns = TestNamespace::new(&client, "own-crds").await;
@@ -559,21 +568,8 @@ spec: {{migrationRef: opendesk, stage: pre, release: "v1.18.0"}}
 async fn the_operator_migrates_its_own_crds_at_start_up() {
     let _serial = CLUSTER_SCOPED.lock().await;
     let client = client().await;
-    let crds = ["migrations.stagehand.dev", "migrationruns.stagehand.dev"];
-    for crd in crds {
-        delete_crd(crd).await;
-    }
-    let old = ok(
-        "crds --v1alpha1-only",
-        &stagehand(&["crds", "--v1alpha1-only"]),
-    );
-    ok(
-        "apply v1alpha1 CRDs",
-        &kubectl_stdin(&["apply", "--server-side", "-f", "-"], Some(&old)),
-    );
-    for crd in crds {
-        wait_established(crd);
-    }
+    let crds = OWN_CRDS;
+    install_v1alpha1_only_crds().await;
     let ns = TestNamespace::new(&client, "startup").await;
     let objects = format!(
         "apiVersion: stagehand.dev/v1alpha1\nkind: Migration\nmetadata: {{name: opendesk, namespace: {ns}}}\nspec: {{releaseVersion: \"v1.18.0\"}}\n---\napiVersion: stagehand.dev/v1alpha1\nkind: MigrationRun\nmetadata: {{name: pre, namespace: {ns}}}\nspec: {{migrationRef: opendesk, stage: pre, release: \"v1.18.0\"}}\n",
