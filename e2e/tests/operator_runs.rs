@@ -299,3 +299,24 @@ spec:
         "no action started: {pre}"
     );
 }
+
+/// Pre and post applied together (post first, in the same second, and sorting first by name):
+/// the post run waits for the pre run, and the pre run does not wait for the post run.
+#[tokio::test]
+async fn pre_and_post_applied_together_both_finish() {
+    let client = client().await;
+    install_crds();
+    let ns = TestNamespace::new(&client, "op-together").await;
+    let _operator = OperatorProcess::start(&ns.name);
+    apply(&format!(
+        "apiVersion: stagehand.dev/v1beta1\nkind: Migration\nmetadata: {{name: opendesk, namespace: {}}}\nspec: {{releaseVersion: \"v1.18.0\"}}\n",
+        ns.name
+    ));
+    apply(&format!(
+        "{}---\n{}",
+        run(&ns.name, "a-post", "post", "v1.18.0"),
+        run(&ns.name, "b-pre", "pre", "v1.18.0")
+    ));
+    wait(&ns.name, "migrationrun/b-pre", "Ready");
+    wait(&ns.name, "migrationrun/a-post", "Ready");
+}

@@ -554,9 +554,17 @@ async fn blocked_by_others(
             r.name_any(),
         )
     };
+    // A post run waits for its release's pre run, so it never goes before that pre run
+    // (whatever the creation order): otherwise each would wait for the other.
+    let waits_for_run = |r: &&&MigrationRun| {
+        !(run.spec.stage == Stage::Pre
+            && r.spec.stage == Stage::Post
+            && same_release(&r.spec.release, &run.spec.release))
+    };
     if let Some(earlier) = siblings
         .iter()
         .filter(unfinished)
+        .filter(waits_for_run)
         .find(|r| key(r) < key(run))
     {
         return Ok(Some(format!(
