@@ -59,6 +59,9 @@ pub struct ActionContext {
     pub namespace: String,
     /// The run's credentials.
     pub secrets: Secrets,
+    /// The Migration's object store (`spec.objectStore`), where the stages hand work over;
+    /// `None` when the Migration declares none.
+    pub object_store: Option<crate::handover::StoreSettings>,
 }
 
 impl fmt::Debug for ActionContext {

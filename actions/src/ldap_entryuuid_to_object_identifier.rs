@@ -1,11 +1,31 @@
 //! `ldap_entryuuid_to_object_identifier`: sets `univentionObjectIdentifier` to `entryUUID`
 //! wherever they differ, then reads the directory back.
+//!
+//! Every object below `ldap.baseDn` that carries a `univentionObjectIdentifier` is compared
+//! with its `entryUUID` as a UUID (case and hyphens do not count). Those that differ get their
+//! `entryUUID` as the identifier (an LDAP modify/replace; UDM declares the attribute
+//! unchangeable, so the directory is written directly). Objects that already match are left
+//! alone, so a rerun finds nothing to do; objects without the attribute are never touched.
+//! Afterwards the directory is searched again and the action fails naming the objects that
+//! still differ.
+//!
+//! Two transports (see [`crate::ldap`]): with `ldap.url` set, Stagehand binds to that server
+//! itself as `ldap.bindDn` with the secret file `ldap-admin-password`; without it,
+//! `ldapsearch`/`ldapmodify` run in `ldap.pod`/`ldap.container` through the Kubernetes exec
+//! API, as openDesk's migration does.
 
+use std::time::Duration;
+
+use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use stagehand_config::ConfigIssue;
 
 use crate::ActionConfig;
-use crate::common::LdapPod;
+use crate::action::{Action, ActionContext, ActionError, Outcome};
+use crate::ldap::direct::{DirectDirectory, DirectSettings};
+use crate::ldap::exec::{ExecDirectory, KubeExec, POD_LDAPI_URL};
+use crate::ldap::{Directory, Entry, LdapError, Refused, Replace};
 
 /// The action's config.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -16,9 +36,645 @@ pub struct Config {
     pub dry_run: bool,
     /// Where the directory is written.
     #[serde(default)]
-    pub ldap: LdapPod,
+    pub ldap: Ldap,
+}
+
+/// The directory and how to reach it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Ldap {
+    /// The pod running the primary LDAP server (exec transport).
+    #[serde(default = "Ldap::default_pod")]
+    #[schemars(length(min = 1))]
+    pub pod: String,
+    /// The container within the pod (exec transport).
+    #[serde(default = "Ldap::default_container")]
+    #[schemars(length(min = 1))]
+    pub container: String,
+    /// The directory's base DN: every object below it is looked at.
+    #[serde(default = "Ldap::default_base_dn")]
+    #[schemars(length(min = 1))]
+    pub base_dn: String,
+    /// The primary LDAP server's URL (`ldap://ums-ldap-server-primary:389`, `ldaps://...`).
+    /// Set, Stagehand connects to it itself (direct transport) instead of executing
+    /// `ldapmodify` in the pod; the password is the `ldap-admin-password` secret file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// The DN to bind as with `url`; left out, `cn=admin,<baseDn>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bind_dn: Option<String>,
+    /// Timeout of connecting and of each request of the direct transport.
+    #[serde(default = "Ldap::default_timeout")]
+    #[schemars(range(min = 1))]
+    pub request_timeout_seconds: u64,
+}
+
+impl Ldap {
+    fn default_pod() -> String {
+        "ums-ldap-server-primary-0".into()
+    }
+    fn default_container() -> String {
+        "main".into()
+    }
+    fn default_base_dn() -> String {
+        "dc=swp-ldap,dc=internal".into()
+    }
+    fn default_timeout() -> u64 {
+        30
+    }
+
+    /// The DN the direct transport binds as.
+    pub fn effective_bind_dn(&self) -> String {
+        match &self.bind_dn {
+            Some(dn) => dn.clone(),
+            None => format!("cn=admin,{}", self.base_dn),
+        }
+    }
+}
+
+impl Default for Ldap {
+    fn default() -> Self {
+        Self {
+            pod: Self::default_pod(),
+            container: Self::default_container(),
+            base_dn: Self::default_base_dn(),
+            url: None,
+            bind_dn: None,
+            request_timeout_seconds: Self::default_timeout(),
+        }
+    }
 }
 
 impl ActionConfig for Config {
     const ID: &'static str = "ldap_entryuuid_to_object_identifier";
+
+    fn semantic_issues(&self) -> Vec<ConfigIssue> {
+        let mut issues = Vec::new();
+        if let Some(url) = &self.ldap.url
+            && !["ldap://", "ldaps://", "ldapi://"]
+                .iter()
+                .any(|s| url.starts_with(s))
+        {
+            issues.push(ConfigIssue {
+                path: "ldap.url".into(),
+                message: format!(
+                    "{url:?} is not an LDAP URL: use ldap://host:389, ldaps://host:636 or ldapi://<socket>"
+                ),
+            });
+        }
+        if self.ldap.bind_dn.is_some() && self.ldap.url.is_none() {
+            issues.push(ConfigIssue {
+                path: "ldap.bindDn".into(),
+                message: "bindDn is only used with ldap.url (the exec transport binds as the pod's local root over ldapi:///): set ldap.url or leave bindDn out".into(),
+            });
+        }
+        issues
+    }
+}
+
+/// The secret file with the password of `ldap.bindDn` (direct transport).
+pub const PASSWORD_FILE: &str = "ldap-admin-password";
+/// The attribute the action sets.
+pub const IDENTIFIER: &str = "univentionObjectIdentifier";
+/// The attribute it is set from.
+pub const ENTRY_UUID: &str = "entryUUID";
+/// The objects looked at: every one carrying the identifier.
+pub const FILTER: &str = "(univentionObjectIdentifier=*)";
+/// How many DNs a message lists before it counts the rest.
+const LIST_LIMIT: usize = 20;
+
+/// A UUID's 128 bits from its text: 32 hex digits, any case, hyphens anywhere, optional
+/// braces. `None` when it is not a UUID.
+pub fn parse_uuid(text: &str) -> Option<u128> {
+    let trimmed = text.trim();
+    let inner = trimmed
+        .strip_prefix('{')
+        .and_then(|t| t.strip_suffix('}'))
+        .unwrap_or(trimmed);
+    let mut value: u128 = 0;
+    let mut digits = 0;
+    for c in inner.chars() {
+        if c == '-' {
+            continue;
+        }
+        let digit = c.to_digit(16)?;
+        digits += 1;
+        if digits > 32 {
+            return None;
+        }
+        value = (value << 4) | u128::from(digit);
+    }
+    (digits == 32).then_some(value)
+}
+
+/// The canonical text of a UUID: lower case, 8-4-4-4-12.
+pub fn format_uuid(uuid: u128) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(36);
+    for i in 0..32 {
+        if matches!(i, 8 | 12 | 16 | 20) {
+            out.push('-');
+        }
+        let nibble = (uuid >> (124 - 4 * i)) & 0xf;
+        out.push(char::from(HEX[nibble as usize]));
+    }
+    out
+}
+
+/// What the directory holds, sorted out.
+#[derive(Debug, Default)]
+struct Survey {
+    /// Objects carrying the identifier.
+    carrying: usize,
+    /// The changes that make the differing ones match.
+    changes: Vec<Replace>,
+    /// Objects whose entryUUID could not be read (nothing to set them to).
+    unreadable: Vec<String>,
+}
+
+/// An entry's entryUUID, when it has exactly one that reads as a UUID.
+fn entry_uuid(entry: &Entry) -> Option<u128> {
+    match entry.values(ENTRY_UUID) {
+        [one] => parse_uuid(one),
+        _ => None,
+    }
+}
+
+/// The change an entry needs: its identifier set to its entryUUID, unless it carries exactly
+/// that already (as a UUID). `None` too when its entryUUID cannot be read (nothing to set).
+fn change_of(entry: &Entry) -> Option<Replace> {
+    let uuid = entry_uuid(entry)?;
+    let matches = matches!(entry.values(IDENTIFIER), [one] if parse_uuid(one) == Some(uuid));
+    (!matches).then(|| Replace {
+        dn: entry.dn.clone(),
+        attr: IDENTIFIER.to_string(),
+        value: format_uuid(uuid),
+    })
+}
+
+fn survey(entries: &[Entry]) -> Survey {
+    let mut s = Survey {
+        carrying: entries.len(),
+        changes: entries.iter().filter_map(change_of).collect(),
+        unreadable: entries
+            .iter()
+            .filter(|e| entry_uuid(e).is_none())
+            .map(|e| e.dn.clone())
+            .collect(),
+    };
+    s.changes.sort_by(|a, b| a.dn.cmp(&b.dn));
+    s.unreadable.sort();
+    s
+}
+
+/// `a, b, c (and 7 more)`.
+fn list<'a>(items: impl ExactSizeIterator<Item = &'a str>) -> String {
+    let total = items.len();
+    let shown: Vec<&str> = items.take(LIST_LIMIT).collect();
+    let mut out = shown.join("; ");
+    if total > shown.len() {
+        out.push_str(&format!(" (and {} more)", total - shown.len()));
+    }
+    out
+}
+
+fn failed(e: LdapError) -> ActionError {
+    ActionError::Failed(e.to_string())
+}
+
+impl Config {
+    /// Builds the transport the config selects: direct when `ldap.url` is set, else exec in
+    /// the pod. The direct transport connects and binds here.
+    pub async fn directory(&self, ctx: &ActionContext) -> Result<Box<dyn Directory>, ActionError> {
+        match &self.ldap.url {
+            Some(url) => {
+                let password = ctx.secrets.get(PASSWORD_FILE)?;
+                let mut settings = DirectSettings::new(
+                    url.clone(),
+                    self.ldap.effective_bind_dn(),
+                    password.clone(),
+                );
+                settings.timeout = Duration::from_secs(self.ldap.request_timeout_seconds.max(1));
+                let dir = DirectDirectory::connect(&settings).await.map_err(failed)?;
+                Ok(Box::new(dir))
+            }
+            None => Ok(Box::new(ExecDirectory::new(
+                KubeExec::new(
+                    ctx.client.clone(),
+                    &ctx.namespace,
+                    &self.ldap.pod,
+                    &self.ldap.container,
+                ),
+                POD_LDAPI_URL,
+            ))),
+        }
+    }
+
+    async fn read(&self, dir: &dyn Directory) -> Result<Survey, ActionError> {
+        let entries = dir
+            .search(&self.ldap.base_dn, FILTER, &[ENTRY_UUID, IDENTIFIER])
+            .await
+            .map_err(failed)?;
+        Ok(survey(&entries))
+    }
+
+    fn unreadable_error(&self, dir: &dyn Directory, s: &Survey) -> ActionError {
+        ActionError::Failed(format!(
+            "{} of {} objects carrying {IDENTIFIER} below {} have no readable {ENTRY_UUID} at {} (may the bind read it?), so there is nothing to set them to: {}",
+            s.unreadable.len(),
+            s.carrying,
+            self.ldap.base_dn,
+            dir.describe(),
+            list(s.unreadable.iter().map(String::as_str))
+        ))
+    }
+
+    /// The planning phase on a given directory: reads, changes nothing, says how many
+    /// objects differ.
+    pub async fn plan_on(&self, dir: &dyn Directory) -> Result<Outcome, ActionError> {
+        let s = self.read(dir).await?;
+        if !s.unreadable.is_empty() {
+            return Err(self.unreadable_error(dir, &s));
+        }
+        let head = format!(
+            "{} objects below {} carry {IDENTIFIER} ({})",
+            s.carrying,
+            self.ldap.base_dn,
+            dir.describe()
+        );
+        if s.changes.is_empty() {
+            return Ok(Outcome::new(format!(
+                "{head}; all match their {ENTRY_UUID}: nothing to do"
+            )));
+        }
+        Ok(Outcome::new(format!(
+            "{head}; {} differ from their {ENTRY_UUID} and would be set to it: {}",
+            s.changes.len(),
+            list(s.changes.iter().map(|c| c.dn.as_str()))
+        )))
+    }
+
+    /// The apply phase on a given directory: sets the differing identifiers, reads back, fails
+    /// naming what still differs. With `dryRun` it only plans.
+    pub async fn apply_on(&self, dir: &dyn Directory) -> Result<Outcome, ActionError> {
+        if self.dry_run {
+            let planned = self.plan_on(dir).await?;
+            return Ok(Outcome::new(format!(
+                "dryRun is set, nothing changed: {}",
+                planned.summary
+            )));
+        }
+        // Entries are changed as the search finds them (the direct transport does not wait
+        // for the search to end). Entries without a readable entryUUID get no change; the
+        // planning phase refuses to go on with them, and the read-back below names them.
+        let done = dir
+            .search_and_replace(
+                &self.ldap.base_dn,
+                FILTER,
+                &[ENTRY_UUID, IDENTIFIER],
+                &change_of,
+            )
+            .await
+            .map_err(failed)?;
+        let before = survey(&done.found);
+        let refused = done.refused;
+        if before.changes.is_empty() && before.unreadable.is_empty() {
+            return Ok(Outcome::new(format!(
+                "{} objects below {} carry {IDENTIFIER}; all match their {ENTRY_UUID}: nothing to do",
+                before.carrying, self.ldap.base_dn
+            )));
+        }
+        let after = self.read(dir).await?;
+        let still: Vec<&str> = after
+            .changes
+            .iter()
+            .map(|c| c.dn.as_str())
+            .chain(after.unreadable.iter().map(String::as_str))
+            .collect();
+        if !still.is_empty() {
+            let mut message = format!(
+                "after setting {IDENTIFIER} to {ENTRY_UUID} on {} objects at {}, {} of {} objects still carry a different {IDENTIFIER}: {}",
+                before.changes.len(),
+                dir.describe(),
+                still.len(),
+                after.carrying,
+                list(still.iter().copied())
+            );
+            if !refused.is_empty() {
+                message.push_str(&format!(
+                    ". The server refused {} changes: {}",
+                    refused_count(&refused),
+                    list(
+                        refused
+                            .iter()
+                            .map(Refused::to_string)
+                            .collect::<Vec<_>>()
+                            .iter()
+                            .map(String::as_str)
+                    )
+                ));
+            }
+            return Err(ActionError::Failed(message));
+        }
+        Ok(Outcome::new(format!(
+            "set {IDENTIFIER} to {ENTRY_UUID} on {} of {} objects below {} ({}); read back: all {} match",
+            before.changes.len(),
+            before.carrying,
+            self.ldap.base_dn,
+            dir.describe(),
+            after.carrying
+        )))
+    }
+}
+
+/// How many changes were refused, as far as the transport can tell (`ldapmodify` run as one
+/// batch reports the batch, not each entry).
+fn refused_count(refused: &[Refused]) -> String {
+    if refused.iter().all(|r| r.dn.is_some()) {
+        refused.len().to_string()
+    } else {
+        "some".to_string()
+    }
+}
+
+impl Action for Config {
+    fn plan<'a>(&'a self, ctx: &'a ActionContext) -> BoxFuture<'a, Result<Outcome, ActionError>> {
+        Box::pin(async move {
+            let dir = self.directory(ctx).await?;
+            self.plan_on(dir.as_ref()).await
+        })
+    }
+
+    fn apply<'a>(&'a self, ctx: &'a ActionContext) -> BoxFuture<'a, Result<Outcome, ActionError>> {
+        Box::pin(async move {
+            let dir = self.directory(ctx).await?;
+            self.apply_on(dir.as_ref()).await
+        })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+
+    use super::*;
+
+    #[test]
+    fn uuids_compare_as_uuids() {
+        let a = parse_uuid("0d4f8a30-1b2c-103f-8a1e-5b1f2c3d4e5f").unwrap();
+        assert_eq!(parse_uuid("0D4F8A30-1B2C-103F-8A1E-5B1F2C3D4E5F"), Some(a));
+        assert_eq!(parse_uuid("{0d4f8a301b2c103f8a1e5b1f2c3d4e5f}"), Some(a));
+        assert_eq!(format_uuid(a), "0d4f8a30-1b2c-103f-8a1e-5b1f2c3d4e5f");
+        assert_eq!(parse_uuid("0d4f8a30-1b2c-103f-8a1e-5b1f2c3d4e5"), None);
+        assert_eq!(parse_uuid("alice"), None);
+        assert_eq!(parse_uuid("+d4f8a30-1b2c-103f-8a1e-5b1f2c3d4e5f"), None);
+    }
+
+    #[test]
+    fn config_defaults_and_checks() {
+        let c: Config = serde_json::from_value(serde_json::json!({})).unwrap();
+        assert_eq!(c.ldap.pod, "ums-ldap-server-primary-0");
+        assert_eq!(c.ldap.container, "main");
+        assert_eq!(c.ldap.base_dn, "dc=swp-ldap,dc=internal");
+        assert_eq!(
+            c.ldap.effective_bind_dn(),
+            "cn=admin,dc=swp-ldap,dc=internal"
+        );
+        assert_eq!(c.ldap.request_timeout_seconds, 30);
+        assert!(c.semantic_issues().is_empty());
+        let bad: Config =
+            serde_json::from_value(serde_json::json!({"ldap": {"url": "http://x", }})).unwrap();
+        assert_eq!(bad.semantic_issues()[0].path, "ldap.url");
+        let stray: Config =
+            serde_json::from_value(serde_json::json!({"ldap": {"bindDn": "cn=x"}})).unwrap();
+        assert_eq!(stray.semantic_issues()[0].path, "ldap.bindDn");
+        assert!(
+            serde_json::from_value::<Config>(serde_json::json!({"ldap": {"nope": 1}})).is_err()
+        );
+    }
+
+    /// A directory in memory; `stubborn` DNs accept the modification and keep their value
+    /// (what a read-back is for), `refusing` ones are refused.
+    #[derive(Debug, Default)]
+    struct Memory {
+        entries: Mutex<BTreeMap<String, Entry>>,
+        stubborn: Vec<String>,
+        refusing: Vec<String>,
+        modifications: Mutex<usize>,
+    }
+
+    impl Memory {
+        fn with(entries: &[(&str, Option<&str>, Option<&str>)]) -> Self {
+            let m = Memory::default();
+            for (dn, uuid, id) in entries {
+                let mut e = Entry::new(*dn);
+                if let Some(u) = uuid {
+                    e.push(ENTRY_UUID, *u);
+                }
+                if let Some(i) = id {
+                    e.push(IDENTIFIER, *i);
+                }
+                m.entries.lock().unwrap().insert(dn.to_string(), e);
+            }
+            m
+        }
+        fn id(&self, dn: &str) -> Vec<String> {
+            self.entries.lock().unwrap()[dn].values(IDENTIFIER).to_vec()
+        }
+    }
+
+    impl Directory for Memory {
+        fn describe(&self) -> String {
+            "memory".into()
+        }
+        fn search<'a>(
+            &'a self,
+            _base: &'a str,
+            _filter: &'a str,
+            _attrs: &'a [&'a str],
+        ) -> BoxFuture<'a, Result<Vec<Entry>, LdapError>> {
+            let found = self
+                .entries
+                .lock()
+                .unwrap()
+                .values()
+                .filter(|e| !e.values(IDENTIFIER).is_empty())
+                .cloned()
+                .collect();
+            Box::pin(async move { Ok(found) })
+        }
+        fn replace<'a>(
+            &'a self,
+            changes: &'a [Replace],
+        ) -> BoxFuture<'a, Result<Vec<Refused>, LdapError>> {
+            let mut refused = Vec::new();
+            let mut entries = self.entries.lock().unwrap();
+            for c in changes {
+                *self.modifications.lock().unwrap() += 1;
+                if self.refusing.contains(&c.dn) {
+                    refused.push(Refused {
+                        dn: Some(c.dn.clone()),
+                        message: "insufficientAccessRights (50)".into(),
+                    });
+                } else if !self.stubborn.contains(&c.dn) {
+                    let e = entries.get_mut(&c.dn).unwrap();
+                    e.attrs
+                        .insert(c.attr.to_ascii_lowercase(), vec![c.value.clone()]);
+                }
+            }
+            Box::pin(async move { Ok(refused) })
+        }
+    }
+
+    const U1: &str = "11111111-1111-1111-1111-111111111111";
+    const U2: &str = "22222222-2222-2222-2222-222222222222";
+    const U3: &str = "33333333-3333-3333-3333-333333333333";
+
+    fn sample() -> Memory {
+        Memory::with(&[
+            ("uid=differs,dc=x", Some(U1), Some("legacy-1")),
+            ("uid=matches,dc=x", Some(U2), Some(&U2.to_uppercase())),
+            ("uid=none,dc=x", Some(U3), None),
+        ])
+    }
+
+    #[tokio::test]
+    async fn plan_counts_and_changes_nothing_apply_fixes_rerun_has_nothing_to_do() {
+        let dir = sample();
+        let config = Config::default();
+        let planned = config.plan_on(&dir).await.unwrap().summary;
+        assert!(
+            planned.contains("2 objects below dc=swp-ldap,dc=internal carry"),
+            "{planned}"
+        );
+        assert!(
+            planned.contains("1 differ") && planned.contains("uid=differs,dc=x"),
+            "{planned}"
+        );
+        assert_eq!(*dir.modifications.lock().unwrap(), 0);
+
+        let applied = config.apply_on(&dir).await.unwrap().summary;
+        assert!(applied.contains("on 1 of 2 objects"), "{applied}");
+        assert_eq!(dir.id("uid=differs,dc=x"), [U1]);
+        assert_eq!(
+            dir.id("uid=matches,dc=x"),
+            [U2.to_uppercase()],
+            "left alone"
+        );
+        assert!(dir.id("uid=none,dc=x").is_empty(), "never given one");
+        assert_eq!(*dir.modifications.lock().unwrap(), 1);
+
+        let again = config.apply_on(&dir).await.unwrap().summary;
+        assert!(again.contains("nothing to do"), "{again}");
+        assert_eq!(*dir.modifications.lock().unwrap(), 1);
+    }
+
+    #[tokio::test]
+    async fn dry_run_config_only_plans() {
+        let dir = sample();
+        let config = Config {
+            dry_run: true,
+            ..Config::default()
+        };
+        let out = config.apply_on(&dir).await.unwrap().summary;
+        assert!(out.starts_with("dryRun is set, nothing changed"), "{out}");
+        assert_eq!(*dir.modifications.lock().unwrap(), 0);
+        assert_eq!(dir.id("uid=differs,dc=x"), ["legacy-1"]);
+    }
+
+    #[tokio::test]
+    async fn a_change_that_does_not_stick_fails_the_read_back() {
+        let mut dir = sample();
+        dir.stubborn.push("uid=differs,dc=x".into());
+        let err = Config::default()
+            .apply_on(&dir)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("1 of 2 objects still carry a different univentionObjectIdentifier: uid=differs,dc=x"),
+            "{err}"
+        );
+        assert!(!err.contains("refused"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn refused_changes_are_named_with_the_servers_answer() {
+        let mut dir = sample();
+        dir.refusing.push("uid=differs,dc=x".into());
+        let err = Config::default()
+            .apply_on(&dir)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("still carry"), "{err}");
+        assert!(
+            err.contains(
+                "The server refused 1 changes: uid=differs,dc=x: insufficientAccessRights (50)"
+            ),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn objects_without_a_readable_entry_uuid_fail_the_plan_and_the_read_back() {
+        let dir = Memory::with(&[
+            ("uid=a,dc=x", None, Some("x")),
+            ("uid=b,dc=x", Some("not-a-uuid"), Some("x")),
+            ("uid=c,dc=x", Some(U1), Some("x")),
+        ]);
+        let err = Config::default()
+            .plan_on(&dir)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("2 of 3 objects"), "{err}");
+        assert!(err.contains("uid=a,dc=x; uid=b,dc=x"), "{err}");
+        assert_eq!(
+            *dir.modifications.lock().unwrap(),
+            0,
+            "planning changes nothing"
+        );
+        // Apply (which the engine only reaches after a plan that passed) sets what it can
+        // and names the rest.
+        let err = Config::default()
+            .apply_on(&dir)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("2 of 3 objects still carry a different univentionObjectIdentifier: uid=a,dc=x; uid=b,dc=x"),
+            "{err}"
+        );
+        assert_eq!(dir.id("uid=c,dc=x"), [U1]);
+    }
+
+    #[tokio::test]
+    async fn long_lists_are_cut_and_counted() {
+        let dns: Vec<String> = (0..25).map(|i| format!("uid=u{i:02},dc=x")).collect();
+        let entries: Vec<(&str, Option<&str>, Option<&str>)> = dns
+            .iter()
+            .map(|d| (d.as_str(), Some(U1), Some("old")))
+            .collect();
+        let dir = Memory::with(&entries);
+        let planned = Config::default().plan_on(&dir).await.unwrap().summary;
+        assert!(planned.contains("25 differ"), "{planned}");
+        assert!(planned.contains("uid=u19,dc=x (and 5 more)"), "{planned}");
+        assert!(!planned.contains("uid=u20"), "{planned}");
+    }
+
+    #[tokio::test]
+    async fn multiple_identifier_values_count_as_differing() {
+        let dir = Memory::with(&[("uid=a,dc=x", Some(U1), Some(U1))]);
+        dir.entries
+            .lock()
+            .unwrap()
+            .get_mut("uid=a,dc=x")
+            .unwrap()
+            .push(IDENTIFIER, U2);
+        Config::default().apply_on(&dir).await.unwrap();
+        assert_eq!(dir.id("uid=a,dc=x"), [U1]);
+    }
 }

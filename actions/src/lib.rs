@@ -9,12 +9,18 @@ pub mod check;
 pub mod common;
 pub mod crd_storage_version_migrate;
 pub mod flush_intercom_sessions;
+pub mod functional_accounts;
+pub mod handover;
+pub mod http;
+pub mod ldap;
 pub mod ldap_entryuuid_to_object_identifier;
+pub mod ox;
 pub mod ox_connector_restart;
 pub mod ox_functional_accounts_export;
 pub mod ox_names_to_object_identifier;
 pub mod ox_shared_accounts_import;
 pub mod provisioning_drop_subscriptions;
+pub mod udm;
 pub mod workload_scale;
 
 use schemars::JsonSchema;
@@ -97,9 +103,23 @@ pub fn instantiate(
     match id {
         workload_scale::Config::ID => typed::<workload_scale::Config>(config),
         ox_connector_restart::Config::ID => typed::<ox_connector_restart::Config>(config),
+        flush_intercom_sessions::Config::ID => typed::<flush_intercom_sessions::Config>(config),
+        provisioning_drop_subscriptions::Config::ID => {
+            typed::<provisioning_drop_subscriptions::Config>(config)
+        }
         crd_storage_version_migrate::Config::ID => {
             typed::<crd_storage_version_migrate::Config>(config)
         }
+        ldap_entryuuid_to_object_identifier::Config::ID => {
+            typed::<ldap_entryuuid_to_object_identifier::Config>(config)
+        }
+        ox_names_to_object_identifier::Config::ID => {
+            typed::<ox_names_to_object_identifier::Config>(config)
+        }
+        ox_functional_accounts_export::Config::ID => {
+            typed::<ox_functional_accounts_export::Config>(config)
+        }
+        ox_shared_accounts_import::Config::ID => typed::<ox_shared_accounts_import::Config>(config),
         known if ACTION_IDS.contains(&known) => Err(ActionError::Unsupported(known.to_string())),
         other => Err(ActionError::Config(format!(
             "{other:?} is not an action of the library"

@@ -1,11 +1,52 @@
 //! `ox_functional_accounts_export`: part 1 of the Functional Accounts to Shared Accounts
-//! migration. Records the accounts in the handover, then removes them from OX and the IAM.
+//! migration (stage `pre`). Records the accounts in the handover, then removes them from OX and
+//! the IAM, and reads OX back.
+//!
+//! **Planning** (and a dry run, or `dryRun: true`) reads every `oxmail/functional_account` with
+//! its users and groups through the UDM REST API, checks that every name can become a Shared
+//! Account name (the rule of [`crate::functional_accounts::name`]; two accounts that would get
+//! one name, or an existing Shared Account of another identifier under that name, fail too),
+//! proves the object store answers and holds the bucket, reads the handover if there is one,
+//! and proves the OX credentials by listing every context's secondary accounts. It reports what
+//! apply would do and fails on everything apply would stop at.
+//!
+//! **Apply** works out its case from the state it finds:
+//!
+//! | handover | Functional Accounts in the IAM | apply |
+//! | --- | --- | --- |
+//! | none | some | write the handover (PUT, read back, compared), remove every account's OX secondary accounts per context (`OXSecondaryAccountService.delete` by primary address, for every user), delete the UDM objects, read every OX context and the IAM back |
+//! | none | none | write an empty handover, so part 2 finds one and creates nothing |
+//! | present | some | **stop** with instructions, changing nothing: an earlier run died part way |
+//! | present | none | repeat only the final read-back of OX against the handover |
+//!
+//! A handover is never rewritten with fewer accounts than it holds, and nothing is removed
+//! before the handover is durable.
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::TryStreamExt;
+use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use stagehand_config::ConfigIssue;
 
 use crate::ActionConfig;
+use crate::action::{Action, ActionContext, ActionError, Outcome};
 use crate::common::{Handover, LdapBase, OxSoap, Udm};
+use crate::functional_accounts::name::{NameError, shared_account_names};
+use crate::functional_accounts::{
+    FUNCTIONAL_ACCOUNT, GROUP, IDENTIFIER, IN_FLIGHT, SHARED_ACCOUNT, all_objects, bytes,
+    handover_store, norm_dn, plural, short_list, udm_client, users_by_dn,
+};
+use crate::handover::{
+    FunctionalAccount, HandoverStore, LinkedGroup, LinkedUser, OxFunctionalAccounts,
+    OxSecondaryAccount,
+};
+use crate::ox::{AccountOwners, OxClient, OxError, SecondaryAccount};
+use crate::udm::{UdmClient, UdmObject};
 
 /// The action's config.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -32,7 +73,8 @@ pub struct Config {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OxContextSoap {
-    /// The OX context id.
+    /// The OX context of a Functional Account that names none (`oxContext` not set), as the OX
+    /// Connector's default context.
     #[serde(default = "default_context")]
     pub context: u32,
     /// The SOAP API's base URL; left out, it is
@@ -87,4 +129,977 @@ impl Default for OxContextSoap {
 
 impl ActionConfig for Config {
     const ID: &'static str = "ox_functional_accounts_export";
+
+    fn semantic_issues(&self) -> Vec<ConfigIssue> {
+        let mut issues = Vec::new();
+        if let Some(url) = &self.ox_app_suite.soap_url
+            && let Err(e) = OxClient::new(
+                url,
+                &self.ox_app_suite.username,
+                crate::action::SecretValue::new(""),
+                Duration::from_secs(1),
+            )
+        {
+            issues.push(ConfigIssue {
+                path: "oxAppSuite.soapUrl".into(),
+                message: e.to_string(),
+            });
+        }
+        if let Err(e) = UdmClient::new(
+            &self.udm.url,
+            &self.udm.username,
+            crate::action::SecretValue::new(""),
+            Duration::from_secs(1),
+        ) {
+            issues.push(ConfigIssue {
+                path: "udm.url".into(),
+                message: e.to_string(),
+            });
+        }
+        issues
+    }
+}
+
+/// The secret file with the password of `oxAppSuite.username`.
+pub const OX_PASSWORD_FILE: &str = "ox-master-password";
+
+/// The properties of a Functional Account the handover holds in fields of its own; every other
+/// one goes into `udmProperties`.
+const RECORDED_PROPERTIES: &[&str] = &[
+    "name",
+    "mailPrimaryAddress",
+    "oxContext",
+    "personal",
+    "oxQuota",
+    "users",
+    "groups",
+    IDENTIFIER,
+];
+
+/// The user properties read for the handover.
+const USER_PROPERTIES: &[&str] = &["username", "isOxUser", "oxContext", IDENTIFIER];
+
+/// One OX context's secondary account rows.
+#[derive(Debug, Clone)]
+struct ContextRows {
+    id: u32,
+    rows: Vec<SecondaryAccount>,
+}
+
+/// What the action found in the IAM, OX and the store.
+#[derive(Debug)]
+struct Survey {
+    /// The handover in the store, if any.
+    existing: Option<OxFunctionalAccounts>,
+    /// The Functional Accounts in the IAM, as they would be recorded.
+    accounts: Vec<FunctionalAccount>,
+    /// Their UDM objects (same order).
+    objects: Vec<UdmObject>,
+    /// Every OX context with its secondary accounts.
+    ox: Vec<ContextRows>,
+}
+
+/// The per-run report: what the log says account by account, summarized.
+#[derive(Debug, Default)]
+struct Report {
+    linked: usize,
+    unlinkable: Vec<String>,
+    missing_users: Vec<String>,
+    groups: usize,
+    /// Per context: (address, user entries) of the exported accounts' mailboxes.
+    mailboxes: BTreeMap<u32, Vec<(String, usize)>>,
+    /// Per context: addresses of secondary accounts that belong to no exported account.
+    foreign: BTreeMap<u32, BTreeSet<String>>,
+    /// Contexts the accounts name that OX does not have.
+    contexts_missing: BTreeSet<u32>,
+}
+
+impl Report {
+    fn mailbox_count(&self) -> usize {
+        self.mailboxes.values().map(Vec::len).sum()
+    }
+
+    fn describe_users(&self) -> String {
+        let mut out = format!("users linked: {}", self.linked);
+        if !self.unlinkable.is_empty() {
+            out.push_str(&format!(
+                "; users that cannot be linked (no groupware account, isOxUser is not set): {} ({})",
+                self.unlinkable.len(),
+                short_list(&self.unlinkable)
+            ));
+        }
+        if !self.missing_users.is_empty() {
+            out.push_str(&format!(
+                "; linked DNs that name no user: {} ({})",
+                self.missing_users.len(),
+                short_list(&self.missing_users)
+            ));
+        }
+        if self.groups > 0 {
+            out.push_str(&format!(
+                "; group links recorded: {} (not carried over: the OX Connector never provisioned them)",
+                self.groups
+            ));
+        }
+        out
+    }
+
+    fn describe_ox(&self) -> String {
+        let mut parts: Vec<String> = self
+            .mailboxes
+            .iter()
+            .map(|(ctx, boxes)| {
+                let entries: usize = boxes.iter().map(|(_, n)| n).sum();
+                format!(
+                    "context {ctx}: {} with {}",
+                    mailboxes(boxes.len()),
+                    user_entries(entries)
+                )
+            })
+            .collect();
+        if parts.is_empty() {
+            parts.push("no secondary account of these accounts".into());
+        }
+        let mut out = parts.join(", ");
+        let foreign: Vec<String> = self
+            .foreign
+            .iter()
+            .flat_map(|(ctx, addrs)| addrs.iter().map(move |a| format!("{a} (context {ctx})")))
+            .collect();
+        if !foreign.is_empty() {
+            out.push_str(&format!(
+                "; foreign secondary accounts left alone: {} ({})",
+                foreign.len(),
+                short_list(&foreign)
+            ));
+        }
+        if !self.contexts_missing.is_empty() {
+            let ids: Vec<String> = self.contexts_missing.iter().map(u32::to_string).collect();
+            out.push_str(&format!(
+                "; contexts the accounts name that OX App Suite does not have: {}",
+                ids.join(", ")
+            ));
+        }
+        out
+    }
+}
+
+/// The clients of a run.
+struct Clients {
+    udm: UdmClient,
+    ox: OxClient,
+    store: HandoverStore,
+}
+
+impl Config {
+    /// The SOAP API's base URL: `oxAppSuite.soapUrl`, or OX's admin service in `namespace`.
+    pub fn soap_url(&self, namespace: &str) -> String {
+        match &self.ox_app_suite.soap_url {
+            Some(url) => url.clone(),
+            None => format!("http://open-xchange-core-mw-admin.{namespace}.svc.cluster.local"),
+        }
+    }
+
+    fn clients(&self, ctx: &ActionContext) -> Result<Clients, ActionError> {
+        let store = handover_store(ctx, Self::ID)?;
+        let udm = udm_client(&self.udm, ctx)?;
+        let password = ctx.secrets.get(OX_PASSWORD_FILE)?;
+        let ox = OxClient::new(
+            &self.soap_url(&ctx.namespace),
+            &self.ox_app_suite.username,
+            password.clone(),
+            Duration::from_secs(self.ox_app_suite.request_timeout_seconds.max(1)),
+        )
+        .map_err(|e| ActionError::Failed(e.to_string()))?;
+        Ok(Clients { udm, ox, store })
+    }
+
+    fn key(&self) -> &str {
+        &self.handover.object_key
+    }
+
+    fn ox_failed(&self, ox: &OxClient, e: OxError) -> ActionError {
+        if e.is_authentication() {
+            ActionError::Failed(format!(
+                "OX App Suite at {} refused the credentials of {:?} ({e}): check oxAppSuite.username and the secret file {OX_PASSWORD_FILE:?} (per-context calls with the master admin need MASTER_ACCOUNT_OVERRIDE=true)",
+                ox.base_url(),
+                ox.login()
+            ))
+        } else {
+            ActionError::Failed(e.to_string())
+        }
+    }
+
+    /// Reads the store, the IAM and OX.
+    async fn survey(&self, c: &Clients) -> Result<Survey, ActionError> {
+        c.store.probe().await?;
+        let existing = c.store.read_functional_accounts(self.key()).await?;
+        let (accounts, objects) = self.read_iam(&c.udm).await?;
+        let ox = self.read_ox(&c.ox).await?;
+        Ok(Survey {
+            existing,
+            accounts,
+            objects,
+            ox,
+        })
+    }
+
+    /// Every Functional Account with its users and groups, as the handover records them.
+    async fn read_iam(
+        &self,
+        udm: &UdmClient,
+    ) -> Result<(Vec<FunctionalAccount>, Vec<UdmObject>), ActionError> {
+        let base = &self.ldap.base_dn;
+        let objects = all_objects(udm, FUNCTIONAL_ACCOUNT, base, &[]).await?;
+        let mut user_dns = BTreeSet::new();
+        let mut group_dns = BTreeSet::new();
+        for o in &objects {
+            user_dns.extend(o.property_strings("users"));
+            group_dns.extend(o.property_strings("groups"));
+        }
+        let users = users_by_dn(udm, base, &user_dns, USER_PROPERTIES).await?;
+        let mut groups: BTreeMap<String, Option<UdmObject>> = BTreeMap::new();
+        for dn in &group_dns {
+            groups.insert(norm_dn(dn), udm.get_dn(GROUP, dn).await?);
+        }
+        let mut accounts = Vec::with_capacity(objects.len());
+        for o in &objects {
+            accounts.push(self.record(o, &users, &groups)?);
+        }
+        Ok((accounts, objects))
+    }
+
+    /// The handover record of one Functional Account.
+    fn record(
+        &self,
+        o: &UdmObject,
+        users: &BTreeMap<String, Option<UdmObject>>,
+        groups: &BTreeMap<String, Option<UdmObject>>,
+    ) -> Result<FunctionalAccount, ActionError> {
+        let name = o.property_str("name").unwrap_or_default();
+        let Some(entry_uuid) = o.uuid.clone().filter(|u| !u.is_empty()) else {
+            return Err(ActionError::Failed(format!(
+                "the UDM REST API gave no entryUUID (uuid) for the Functional Account {}: it is needed as the Shared Account's {IDENTIFIER}",
+                o.dn
+            )));
+        };
+        let Some(mail) = o.property_str("mailPrimaryAddress") else {
+            return Err(ActionError::Failed(format!(
+                "the Functional Account {name:?} ({}) has no mailPrimaryAddress: a Shared Account needs one; give it one in the IAM and run the stage again",
+                o.dn
+            )));
+        };
+        let ox_context = match o.property_i64("oxContext") {
+            None => self.ox_app_suite.context,
+            Some(n) => u32::try_from(n).map_err(|_| {
+                ActionError::Failed(format!(
+                    "the Functional Account {name:?} ({}) has the oxContext {n}, which is not an OX context id",
+                    o.dn
+                ))
+            })?,
+        };
+        let linked_users = o
+            .property_strings("users")
+            .into_iter()
+            .map(|dn| match users.get(&norm_dn(&dn)).cloned().flatten() {
+                Some(u) => LinkedUser {
+                    uid: u
+                        .property_str("username")
+                        .or_else(|| u.id.clone())
+                        .unwrap_or_default(),
+                    entry_uuid: u.uuid.clone(),
+                    univention_object_identifier: u.object_identifier(),
+                    is_ox_user: u.flag("isOxUser"),
+                    ox_user_id: None,
+                    dn,
+                },
+                None => LinkedUser {
+                    dn,
+                    uid: String::new(),
+                    entry_uuid: None,
+                    univention_object_identifier: None,
+                    is_ox_user: false,
+                    ox_user_id: None,
+                },
+            })
+            .collect();
+        let linked_groups = o
+            .property_strings("groups")
+            .into_iter()
+            .map(|dn| {
+                let g = groups.get(&norm_dn(&dn)).cloned().flatten();
+                LinkedGroup {
+                    name: g.as_ref().and_then(|g| g.property_str("name")),
+                    entry_uuid: g.as_ref().and_then(|g| g.uuid.clone()),
+                    univention_object_identifier: g.as_ref().and_then(UdmObject::object_identifier),
+                    dn,
+                }
+            })
+            .collect();
+        let udm_properties: BTreeMap<String, Value> = o
+            .properties
+            .iter()
+            .filter(|(k, v)| {
+                !RECORDED_PROPERTIES.contains(&k.as_str())
+                    && !v.is_null()
+                    && (k.as_str() != "objectFlag" || v.as_array().is_none_or(|a| !a.is_empty()))
+            })
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        Ok(FunctionalAccount {
+            display_name: None,
+            dn: o.dn.clone(),
+            position: o
+                .position
+                .clone()
+                .unwrap_or_else(|| parent_of(&o.dn).to_string()),
+            entry_uuid,
+            univention_object_identifier: o.object_identifier(),
+            mail_primary_address: mail.to_lowercase(),
+            ox_context,
+            personal: o.property_str("personal"),
+            ox_quota: o.property("oxQuota").filter(|v| !v.is_null()).cloned(),
+            users: linked_users,
+            groups: linked_groups,
+            ox_secondary_accounts: Vec::new(),
+            udm_properties,
+            name,
+        })
+    }
+
+    /// Every OX context with its secondary accounts (this proves the credentials).
+    async fn read_ox(&self, ox: &OxClient) -> Result<Vec<ContextRows>, ActionError> {
+        let contexts = ox
+            .list_contexts()
+            .await
+            .map_err(|e| self.ox_failed(ox, e))?;
+        let mut out = Vec::with_capacity(contexts.len());
+        for context in contexts {
+            let rows = ox
+                .list_secondary_accounts(context.id)
+                .await
+                .map_err(|e| self.ox_failed(ox, e))?;
+            out.push(ContextRows {
+                id: context.id,
+                rows,
+            });
+        }
+        out.sort_by_key(|c| c.id);
+        Ok(out)
+    }
+
+    /// Fails on every account part 2 could not create: a name without a letter, two accounts
+    /// with one Shared Account name, an existing Shared Account of another identifier with the
+    /// name or the address.
+    async fn check_names(
+        &self,
+        udm: &UdmClient,
+        accounts: &[FunctionalAccount],
+    ) -> Result<(), ActionError> {
+        let names = shared_account_names(accounts.iter().map(|a| (a.name.as_str(), a.dn.as_str())))
+            .map_err(|problems| name_failure(&problems))?;
+        if accounts.is_empty() {
+            return Ok(());
+        }
+        let existing = all_objects(
+            udm,
+            SHARED_ACCOUNT,
+            &self.ldap.base_dn,
+            &["name", "mailPrimaryAddress", IDENTIFIER],
+        )
+        .await?;
+        let mut by_name: BTreeMap<String, &UdmObject> = BTreeMap::new();
+        let mut by_mail: BTreeMap<String, &UdmObject> = BTreeMap::new();
+        for sa in &existing {
+            if let Some(n) = sa.property_str("name") {
+                by_name.insert(n.to_lowercase(), sa);
+            }
+            if let Some(m) = sa.property_str("mailPrimaryAddress") {
+                by_mail.insert(m.to_lowercase(), sa);
+            }
+        }
+        let mut problems = Vec::new();
+        for (a, shared) in accounts.iter().zip(&names) {
+            for (what, found) in [
+                ("name", by_name.get(&shared.to_lowercase())),
+                (
+                    "address",
+                    by_mail.get(&a.mail_primary_address.to_lowercase()),
+                ),
+            ] {
+                if let Some(sa) = found
+                    && !sa
+                        .object_identifier()
+                        .is_some_and(|id| id.eq_ignore_ascii_case(&a.entry_uuid))
+                {
+                    problems.push(format!(
+                        "the Functional Account {:?} would become the Shared Account {shared:?} <{}>, and the Shared Account {} already has that {what}",
+                        a.name, a.mail_primary_address, sa.dn
+                    ));
+                }
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ActionError::Failed(format!(
+                "{} cannot be migrated, nothing was changed: {}; rename or remove the conflicting object in the IAM and run the stage again",
+                plural(problems.len(), "Functional Account"),
+                problems.join("; ")
+            )))
+        }
+    }
+
+    /// The report of the accounts (users) and OX (mailboxes per context, foreign accounts).
+    fn report(&self, accounts: &[FunctionalAccount], ox: &[ContextRows]) -> Report {
+        let mut r = Report::default();
+        for a in accounts {
+            for u in &a.users {
+                if u.uid.is_empty() {
+                    r.missing_users.push(format!("{} (in {:?})", u.dn, a.name));
+                } else if u.is_ox_user {
+                    r.linked += 1;
+                } else {
+                    r.unlinkable.push(format!("{} (in {:?})", u.uid, a.name));
+                }
+            }
+            r.groups += a.groups.len();
+        }
+        let addresses: BTreeSet<String> = accounts
+            .iter()
+            .map(|a| a.mail_primary_address.to_lowercase())
+            .collect();
+        let known: BTreeSet<u32> = ox.iter().map(|c| c.id).collect();
+        r.contexts_missing = accounts
+            .iter()
+            .map(|a| a.ox_context)
+            .filter(|c| !known.contains(c))
+            .collect();
+        for c in ox {
+            let mut mine: BTreeMap<String, usize> = BTreeMap::new();
+            for row in &c.rows {
+                let addr = row
+                    .primary_address
+                    .clone()
+                    .unwrap_or_default()
+                    .to_lowercase();
+                if addresses.contains(&addr) {
+                    *mine.entry(addr).or_default() += 1;
+                } else {
+                    r.foreign
+                        .entry(c.id)
+                        .or_default()
+                        .insert(if addr.is_empty() {
+                            format!("account {}", row.id.unwrap_or_default())
+                        } else {
+                            addr
+                        });
+                }
+            }
+            if !mine.is_empty() {
+                r.mailboxes.insert(c.id, mine.into_iter().collect());
+            }
+        }
+        r
+    }
+
+    /// The planning phase on given clients.
+    async fn plan_with(&self, c: &Clients) -> Result<Outcome, ActionError> {
+        let s = self.survey(c).await?;
+        let key = self.key();
+        match (&s.existing, s.accounts.is_empty()) {
+            (Some(existing), false) => Err(self.stop(c, existing, &s.accounts)),
+            (Some(existing), true) => Ok(Outcome::new(format!(
+                "no Functional Account is left in the IAM and the handover {key:?} in {} holds {} (written {}): would only read OX App Suite back to confirm that none of them is left; {}",
+                c.store.describe(),
+                plural(existing.accounts.len(), "account"),
+                existing.recorded_at,
+                self.report(&existing.accounts, &s.ox).describe_ox()
+            ))),
+            (None, true) => Ok(Outcome::new(format!(
+                "no Functional Account in the IAM: would write an empty handover {key:?} to {}, so that ox_shared_accounts_import finds it and creates nothing",
+                c.store.describe()
+            ))),
+            (None, false) => {
+                self.check_names(&c.udm, &s.accounts).await?;
+                let doc = self.document(&s.accounts, &s.ox);
+                let size = doc.to_yaml()?.len();
+                let r = self.report(&s.accounts, &s.ox);
+                Ok(Outcome::new(format!(
+                    "would record {} in the handover {key:?} in {} ({}), then remove {} in OX App Suite ({}), delete the {} from the IAM and read OX App Suite back; {}",
+                    plural(s.accounts.len(), "Functional Account"),
+                    c.store.describe(),
+                    bytes(size),
+                    mailboxes(r.mailbox_count()),
+                    r.describe_ox(),
+                    plural(s.accounts.len(), "Functional Account"),
+                    r.describe_users()
+                )))
+            }
+        }
+    }
+
+    /// The handover document of `accounts`, with their OX secondary accounts.
+    fn document(&self, accounts: &[FunctionalAccount], ox: &[ContextRows]) -> OxFunctionalAccounts {
+        let mut doc = OxFunctionalAccounts::new("", now());
+        doc.ldap_base_dn = Some(self.ldap.base_dn.clone());
+        let mut rows: BTreeMap<String, Vec<OxSecondaryAccount>> = BTreeMap::new();
+        for c in ox {
+            for row in &c.rows {
+                if let Some(addr) = &row.primary_address {
+                    rows.entry(addr.to_lowercase())
+                        .or_default()
+                        .push(OxSecondaryAccount {
+                            context_id: c.id,
+                            user_id: row.user_id,
+                            account_id: row.id,
+                            login: row.login.clone(),
+                        });
+                }
+            }
+        }
+        doc.accounts = accounts
+            .iter()
+            .cloned()
+            .map(|mut a| {
+                a.ox_secondary_accounts = rows.remove(&a.mail_primary_address).unwrap_or_default();
+                a
+            })
+            .collect();
+        doc
+    }
+
+    /// The error that stops a run finding a handover while Functional Accounts remain.
+    fn stop(
+        &self,
+        c: &Clients,
+        existing: &OxFunctionalAccounts,
+        remaining: &[FunctionalAccount],
+    ) -> ActionError {
+        let recorded: BTreeSet<String> = existing
+            .accounts
+            .iter()
+            .map(|a| a.entry_uuid.to_lowercase())
+            .collect();
+        let (described, undescribed): (Vec<&FunctionalAccount>, Vec<&FunctionalAccount>) =
+            remaining
+                .iter()
+                .partition(|a| recorded.contains(&a.entry_uuid.to_lowercase()));
+        let label = |a: &&FunctionalAccount| {
+            format!(
+                "{:?} <{}> (context {})",
+                a.name, a.mail_primary_address, a.ox_context
+            )
+        };
+        let described: Vec<String> = described.iter().map(label).collect();
+        let undescribed: Vec<String> = undescribed.iter().map(label).collect();
+        let mut message = format!(
+            "the handover {:?} in {} already exists (written {}, {}) while {} still in the IAM: an earlier run stopped part way, and a run is not continued by the next one. Nothing was changed. Sort it out by hand, keeping the handover (it is the only description of the accounts that are already gone): ",
+            self.key(),
+            c.store.describe(),
+            existing.recorded_at,
+            plural(existing.accounts.len(), "account"),
+            if remaining.len() == 1 {
+                "1 Functional Account is".to_string()
+            } else {
+                format!("{} Functional Accounts are", remaining.len())
+            }
+        );
+        if !described.is_empty() {
+            message.push_str(&format!(
+                "the handover describes {} of them ({}): remove each one's secondary accounts in OX App Suite (listsecondaryaccount -c <context>, then deletesecondaryaccount -c <context> -e <address> --groups 0) and then delete it from the IAM (DELETE on the UDM REST API, or udm oxmail/functional_account remove); ",
+                described.len(),
+                short_list(&described)
+            ));
+        }
+        if !undescribed.is_empty() {
+            message.push_str(&format!(
+                "the handover does not describe {} ({}): they were created after it was written and would not be migrated; create their Shared Accounts by hand and delete them, or delete them if they are not needed; ",
+                plural(undescribed.len(), "Functional Account"),
+                short_list(&undescribed)
+            ));
+        }
+        message.push_str(
+            "then run the stage again: with no Functional Account left, it only reads OX App Suite back",
+        );
+        ActionError::Failed(message)
+    }
+
+    /// Reads every OX context back: fails naming the secondary accounts of `accounts` that are
+    /// left. Answers the report of what OX holds.
+    async fn read_back(
+        &self,
+        ox: &OxClient,
+        accounts: &[FunctionalAccount],
+    ) -> Result<Report, ActionError> {
+        let contexts = self.read_ox(ox).await?;
+        let r = self.report(accounts, &contexts);
+        if r.mailboxes.is_empty() {
+            return Ok(r);
+        }
+        let left: Vec<String> = r
+            .mailboxes
+            .iter()
+            .flat_map(|(ctx, boxes)| {
+                boxes
+                    .iter()
+                    .map(move |(addr, n)| format!("{addr} in context {ctx} ({})", user_entries(*n)))
+            })
+            .collect();
+        Err(ActionError::Failed(format!(
+            "OX App Suite still holds the secondary accounts of {} that were exported and deleted: {}. OX App Suite answered the deletion but kept them; remove them by hand (deletesecondaryaccount -c <context> -e <address> --groups 0) and run the stage again, which then only reads OX App Suite back",
+            mailboxes(left.len()),
+            short_list(&left)
+        )))
+    }
+
+    /// Writes `doc`, never over a handover with accounts it lacks, and only returns once the
+    /// store holds exactly it (read back and compared).
+    async fn write_handover(
+        &self,
+        store: &HandoverStore,
+        doc: &OxFunctionalAccounts,
+    ) -> Result<usize, ActionError> {
+        if let Some(existing) = store.read_functional_accounts(self.key()).await? {
+            doc.may_replace(&existing)?;
+        }
+        let yaml = doc.to_yaml()?;
+        store.write_durable(self.key(), &yaml).await?;
+        Ok(yaml.len())
+    }
+
+    /// The apply phase on given clients.
+    async fn apply_with(&self, c: &Clients) -> Result<Outcome, ActionError> {
+        if self.dry_run {
+            let planned = self.plan_with(c).await?;
+            return Ok(Outcome::new(format!(
+                "dryRun is set, nothing changed: {}",
+                planned.summary
+            )));
+        }
+        let s = self.survey(c).await?;
+        let key = self.key();
+        match (&s.existing, s.accounts.is_empty()) {
+            (Some(existing), false) => Err(self.stop(c, existing, &s.accounts)),
+            (Some(existing), true) => {
+                tracing::info!(
+                    key,
+                    accounts = existing.accounts.len(),
+                    "the handover exists and no Functional Account is left in the IAM: repeating only the read-back of OX App Suite"
+                );
+                let r = self.read_back(&c.ox, &existing.accounts).await?;
+                Ok(Outcome::new(format!(
+                    "nothing left to export: the handover {key:?} holds {} (written {}) and no Functional Account is in the IAM; OX App Suite read back, none of their secondary accounts is left{}",
+                    plural(existing.accounts.len(), "account"),
+                    existing.recorded_at,
+                    foreign_suffix(&r)
+                )))
+            }
+            (None, true) => {
+                let doc = self.document(&[], &s.ox);
+                let size = self.write_handover(&c.store, &doc).await?;
+                tracing::info!(
+                    key,
+                    size,
+                    "no Functional Account in the IAM: wrote an empty handover"
+                );
+                Ok(Outcome::new(format!(
+                    "no Functional Account in the IAM: wrote an empty handover {key:?} to {} ({}) for ox_shared_accounts_import",
+                    c.store.describe(),
+                    bytes(size)
+                )))
+            }
+            (None, false) => self.export(c, &s).await,
+        }
+    }
+
+    /// The export proper: record, remove in OX, delete in the IAM, read back.
+    async fn export(&self, c: &Clients, s: &Survey) -> Result<Outcome, ActionError> {
+        let key = self.key();
+        let started = Instant::now();
+        self.check_names(&c.udm, &s.accounts).await?;
+        let r = self.report(&s.accounts, &s.ox);
+        for a in &s.accounts {
+            let users: Vec<&str> = a.users.iter().map(|u| u.uid.as_str()).collect();
+            tracing::info!(
+                account = %a.name,
+                dn = %a.dn,
+                mail = %a.mail_primary_address,
+                context = a.ox_context,
+                entry_uuid = %a.entry_uuid,
+                users = ?users,
+                "recording Functional Account"
+            );
+            for u in &a.users {
+                if u.uid.is_empty() {
+                    tracing::warn!(account = %a.name, user = %u.dn, "the linked DN names no user: not linked");
+                } else if u.is_ox_user {
+                    tracing::info!(account = %a.name, user = %u.uid, "user linked");
+                } else {
+                    tracing::warn!(account = %a.name, user = %u.uid, "user cannot be linked: no groupware account (isOxUser is not set)");
+                }
+            }
+        }
+        for (ctx, addrs) in &r.foreign {
+            for addr in addrs {
+                tracing::info!(context = ctx, address = %addr, "foreign secondary account left alone");
+            }
+        }
+
+        // 1. The handover, durable before anything is removed.
+        let doc = self.document(&s.accounts, &s.ox);
+        let size = self.write_handover(&c.store, &doc).await?;
+        let recorded = started.elapsed();
+        tracing::info!(
+            key,
+            store = %c.store.describe(),
+            accounts = doc.accounts.len(),
+            size,
+            "handover written and read back"
+        );
+        let total = s.accounts.len();
+
+        // 2. The OX secondary accounts, per context by primary address, for every user.
+        let wanted: BTreeSet<String> = s
+            .accounts
+            .iter()
+            .map(|a| a.mail_primary_address.to_lowercase())
+            .collect();
+        let jobs: Vec<(u32, String, usize)> =
+            s.ox.iter()
+                .flat_map(|ctx| {
+                    let mut seen: BTreeMap<String, (String, usize)> = BTreeMap::new();
+                    for row in &ctx.rows {
+                        if let Some(addr) = &row.primary_address
+                            && wanted.contains(&addr.to_lowercase())
+                        {
+                            seen.entry(addr.to_lowercase())
+                                .or_insert_with(|| (addr.clone(), 0))
+                                .1 += 1;
+                        }
+                    }
+                    seen.into_values()
+                        .map(move |(addr, n)| (ctx.id, addr, n))
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+        let mailbox_jobs = jobs.len();
+        let removed = AtomicUsize::new(0);
+        futures::stream::iter(jobs.into_iter().map(Ok))
+            .try_for_each_concurrent(IN_FLIGHT, |(ctx, addr, n)| {
+                let removed = &removed;
+                async move {
+                    tracing::info!(context = ctx, address = %addr, user_entries = n, "removing mailbox (secondary account) in OX App Suite");
+                    c.ox
+                        .delete_secondary_account(ctx, &addr, AccountOwners::Everyone)
+                        .await
+                        .map_err(|e| self.ox_failed(&c.ox, e))?;
+                    removed.fetch_add(1, Ordering::Relaxed);
+                    Ok::<(), ActionError>(())
+                }
+            })
+            .await
+            .map_err(|e| {
+                self.after_handover(
+                    e,
+                    total,
+                    &format!(
+                        "{} of {mailbox_jobs} mailboxes were removed in OX App Suite and no Functional Account was deleted from the IAM yet",
+                        removed.load(Ordering::Relaxed)
+                    ),
+                )
+            })?;
+        let removed_ox = started.elapsed();
+
+        // 3. The UDM objects.
+        let deleted = AtomicUsize::new(0);
+        futures::stream::iter(s.objects.iter().zip(&s.accounts).map(Ok))
+            .try_for_each_concurrent(IN_FLIGHT, |(o, a)| {
+                let deleted = &deleted;
+                async move {
+                    let existed = c.udm.delete(o.uri.as_str(), None).await?;
+                    tracing::info!(account = %a.name, dn = %o.dn, existed, "Functional Account deleted from the IAM");
+                    deleted.fetch_add(1, Ordering::Relaxed);
+                    Ok::<(), ActionError>(())
+                }
+            })
+            .await
+            .map_err(|e| {
+                self.after_handover(
+                    e,
+                    total,
+                    &format!(
+                        "every mailbox was removed in OX App Suite and {} of {total} Functional Accounts were deleted from the IAM",
+                        deleted.load(Ordering::Relaxed)
+                    ),
+                )
+            })?;
+        let deleted_udm = started.elapsed();
+
+        // 4. Read back: OX, then the IAM.
+        self.read_back(&c.ox, &s.accounts).await?;
+        let gone: BTreeSet<String> = s
+            .accounts
+            .iter()
+            .map(|a| a.entry_uuid.to_lowercase())
+            .collect();
+        let left: Vec<String> =
+            all_objects(&c.udm, FUNCTIONAL_ACCOUNT, &self.ldap.base_dn, &["name"])
+                .await?
+                .into_iter()
+                .filter(|o| {
+                    o.uuid
+                        .as_ref()
+                        .is_some_and(|u| gone.contains(&u.to_lowercase()))
+                })
+                .map(|o| o.dn)
+                .collect();
+        if !left.is_empty() {
+            return Err(ActionError::Failed(format!(
+                "the IAM still holds {} that were exported and deleted: {}; the handover {key:?} describes them: delete them by hand and run the stage again, which then only reads OX App Suite back",
+                plural(left.len(), "Functional Account"),
+                short_list(&left)
+            )));
+        }
+        tracing::info!(
+            recorded_ms = recorded.as_millis() as u64,
+            ox_removed_ms = (removed_ox - recorded).as_millis() as u64,
+            udm_deleted_ms = (deleted_udm - removed_ox).as_millis() as u64,
+            read_back_ms = (started.elapsed() - deleted_udm).as_millis() as u64,
+            "Functional Accounts exported"
+        );
+        Ok(Outcome::new(format!(
+            "recorded {} in the handover {key:?} in {} ({}); removed {} in OX App Suite ({}); deleted the {} from the IAM; read back: none of them is left in OX App Suite or the IAM; {}",
+            plural(total, "Functional Account"),
+            c.store.describe(),
+            bytes(size),
+            mailboxes(r.mailbox_count()),
+            r.describe_ox(),
+            plural(total, "Functional Account"),
+            r.describe_users(),
+        )))
+    }
+
+    /// An error after the handover is durable, with what was done and what to do.
+    fn after_handover(&self, e: ActionError, total: usize, done: &str) -> ActionError {
+        ActionError::Failed(format!(
+            "{e}. The handover {:?} is written and describes all {}; {done}. A rerun stops because Functional Accounts are still in the IAM: finish by hand as the message of that rerun says (remove the remaining accounts' secondary accounts in OX App Suite, delete them from the IAM, keep the handover), then run the stage again",
+            self.key(),
+            plural(total, "account"),
+        ))
+    }
+}
+
+/// `1 mailbox`, `3 mailboxes`.
+fn mailboxes(n: usize) -> String {
+    if n == 1 {
+        "1 mailbox".into()
+    } else {
+        format!("{n} mailboxes")
+    }
+}
+
+/// `1 user entry`, `3 user entries`.
+fn user_entries(n: usize) -> String {
+    if n == 1 {
+        "1 user entry".into()
+    } else {
+        format!("{n} user entries")
+    }
+}
+
+/// `; foreign secondary accounts left alone: …` when OX holds any.
+fn foreign_suffix(r: &Report) -> String {
+    let n: usize = r.foreign.values().map(BTreeSet::len).sum();
+    if n == 0 {
+        String::new()
+    } else {
+        let all: Vec<String> = r
+            .foreign
+            .iter()
+            .flat_map(|(ctx, addrs)| addrs.iter().map(move |a| format!("{a} (context {ctx})")))
+            .collect();
+        format!(
+            "; foreign secondary accounts left alone: {n} ({})",
+            short_list(&all)
+        )
+    }
+}
+
+/// The error for names part 2 could not create, naming every account.
+fn name_failure(problems: &[NameError]) -> ActionError {
+    let messages: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    ActionError::Failed(format!(
+        "{} cannot become a Shared Account, nothing was changed: {}",
+        plural(problems.len(), "Functional Account name"),
+        messages.join("; ")
+    ))
+}
+
+/// The parent of a DN (everything after the first unescaped comma).
+fn parent_of(dn: &str) -> &str {
+    let mut escaped = false;
+    for (i, c) in dn.char_indices() {
+        if escaped {
+            escaped = false;
+        } else if c == '\\' {
+            escaped = true;
+        } else if c == ',' {
+            return &dn[i + 1..];
+        }
+    }
+    ""
+}
+
+/// The current time, RFC 3339 in UTC.
+fn now() -> String {
+    k8s_openapi::jiff::Timestamp::now().to_string()
+}
+
+impl Action for Config {
+    fn plan<'a>(&'a self, ctx: &'a ActionContext) -> BoxFuture<'a, Result<Outcome, ActionError>> {
+        Box::pin(async move {
+            let c = self.clients(ctx)?;
+            self.plan_with(&c).await
+        })
+    }
+
+    fn apply<'a>(&'a self, ctx: &'a ActionContext) -> BoxFuture<'a, Result<Outcome, ActionError>> {
+        Box::pin(async move {
+            let c = self.clients(ctx)?;
+            self.apply_with(&c).await
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    #[test]
+    fn defaults_and_parents() {
+        let c: Config = serde_json::from_value(serde_json::json!({})).unwrap();
+        assert_eq!(c.handover.object_key, "ox-functional-accounts.yaml");
+        assert_eq!(c.ox_app_suite.context, 1);
+        assert_eq!(
+            c.soap_url("opendesk"),
+            "http://open-xchange-core-mw-admin.opendesk.svc.cluster.local"
+        );
+        assert_eq!(parent_of(r"cn=a\,b,cn=c,dc=x"), "cn=c,dc=x");
+        assert_eq!(parent_of("dc=x"), "");
+        assert!(now().ends_with('Z'), "{}", now());
+    }
+
+    #[test]
+    fn bad_urls_are_config_issues() {
+        let c: Config = serde_json::from_value(serde_json::json!({
+            "udm": {"url": "not a url"},
+            "oxAppSuite": {"soapUrl": "ftp://x"}
+        }))
+        .unwrap();
+        let paths: Vec<String> = c.semantic_issues().into_iter().map(|i| i.path).collect();
+        assert_eq!(paths, vec!["oxAppSuite.soapUrl", "udm.url"]);
+    }
 }

@@ -1,10 +1,19 @@
 //! `provisioning_drop_subscriptions`: deletes the named Provisioning API subscriptions so that
 //! their components register them again with the release's topics.
 
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use reqwest::{Method, StatusCode};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::ActionConfig;
+use crate::action::{Action, ActionContext, ActionError, Outcome};
+use crate::http::HttpApi;
+
+/// The `secretFiles` name of the Provisioning API admin's password.
+pub const PASSWORD_FILE: &str = "provisioning-api-password";
 
 /// The action's config. `subscriptions` is required: a default would drop a subscription the
 /// declaration did not name.
@@ -64,4 +73,118 @@ impl Default for Provisioning {
 
 impl ActionConfig for Config {
     const ID: &'static str = "provisioning_drop_subscriptions";
+}
+
+impl Config {
+    fn api(&self, ctx: &ActionContext) -> Result<HttpApi, ActionError> {
+        HttpApi::new(
+            "the Provisioning API",
+            &self.provisioning.url,
+            &self.provisioning.username,
+            ctx.secrets.get(PASSWORD_FILE)?.clone(),
+            Duration::from_secs(self.provisioning.request_timeout_seconds),
+        )
+    }
+
+    /// The names of the subscriptions that exist, read as the admin: this is what proves the
+    /// URL and the credential (a subscriber-only read of one subscription would not).
+    async fn existing(&self, api: &HttpApi) -> Result<Vec<String>, ActionError> {
+        let what = "listing the subscriptions";
+        let response = api
+            .send(Method::GET, api.url(&["subscriptions"]), None)
+            .await?;
+        if response.status != StatusCode::OK {
+            return Err(api.unexpected(what, &response, PASSWORD_FILE));
+        }
+        let listed: Vec<Listed> = serde_json::from_str(&response.body).map_err(|e| {
+            ActionError::Failed(format!(
+                "the Provisioning API at {} answered {what} with something that is not a list of subscriptions: {e}",
+                self.provisioning.url
+            ))
+        })?;
+        Ok(listed.into_iter().map(|s| s.name).collect())
+    }
+}
+
+/// A subscription as `GET /subscriptions` lists it (only the name matters here).
+#[derive(Deserialize)]
+struct Listed {
+    name: String,
+}
+
+impl Action for Config {
+    fn plan<'a>(&'a self, ctx: &'a ActionContext) -> BoxFuture<'a, Result<Outcome, ActionError>> {
+        Box::pin(async move {
+            let api = self.api(ctx)?;
+            let existing = self.existing(&api).await?;
+            let (present, absent): (Vec<&str>, Vec<&str>) = self
+                .subscriptions
+                .iter()
+                .map(String::as_str)
+                .partition(|name| existing.iter().any(|e| e == name));
+            Ok(Outcome::new(summary(
+                "would drop",
+                &present,
+                &absent,
+                &self.provisioning.url,
+            )))
+        })
+    }
+
+    fn apply<'a>(&'a self, ctx: &'a ActionContext) -> BoxFuture<'a, Result<Outcome, ActionError>> {
+        Box::pin(async move {
+            let api = self.api(ctx)?;
+            let mut dropped = Vec::new();
+            let mut gone = Vec::new();
+            for name in &self.subscriptions {
+                let response = api
+                    .send(Method::DELETE, api.url(&["subscriptions", name]), None)
+                    .await
+                    .map_err(|e| progress_error(e, &dropped))?;
+                match response.status {
+                    StatusCode::OK | StatusCode::NO_CONTENT => {
+                        tracing::info!(subscription = %name, "subscription dropped");
+                        dropped.push(name.as_str());
+                    }
+                    StatusCode::NOT_FOUND => {
+                        tracing::info!(subscription = %name, "subscription already gone");
+                        gone.push(name.as_str());
+                    }
+                    _ => {
+                        let what = format!("dropping the subscription {name:?}");
+                        return Err(progress_error(
+                            api.unexpected(&what, &response, PASSWORD_FILE),
+                            &dropped,
+                        ));
+                    }
+                }
+            }
+            Ok(Outcome::new(summary(
+                "dropped",
+                &dropped,
+                &gone,
+                &self.provisioning.url,
+            )))
+        })
+    }
+}
+
+/// Adds what was already dropped to an error, so a rerun's report is not a surprise.
+fn progress_error(error: ActionError, dropped: &[&str]) -> ActionError {
+    if dropped.is_empty() {
+        error
+    } else {
+        ActionError::Failed(format!("{error} (already dropped: {})", dropped.join(", ")))
+    }
+}
+
+fn summary(verb: &str, acted: &[&str], absent: &[&str], url: &str) -> String {
+    let mut parts = Vec::new();
+    if !acted.is_empty() {
+        parts.push(format!("{verb} {}", acted.join(", ")));
+    }
+    if !absent.is_empty() {
+        parts.push(format!("already gone: {}", absent.join(", ")));
+    }
+    format!("Provisioning API {url}: {}", parts.join("; "))
 }

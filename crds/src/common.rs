@@ -133,12 +133,17 @@ pub struct ObjectStore {
     /// The region to sign requests for; `us-east-1` when left out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub region: Option<String>,
-    /// Address the bucket in the path (`endpoint/bucket/key`) instead of the host name.
+    /// Address the bucket in the path (`endpoint/bucket/key`) instead of the host name;
+    /// `true` when left out (MinIO, Ceph RGW and AWS all accept it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path_style: Option<bool>,
     /// Skip verification of the store's TLS certificate. Off unless set; only for tests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub insecure_skip_tls_verify: Option<bool>,
+    /// PEM certificates of the CAs to trust for the store's TLS, in addition to the system's
+    /// (a store with a private CA).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_bundle: Option<String>,
     /// The access key id of the bucket identity.
     #[schemars(length(min = 1))]
     pub access_key_id: String,

@@ -4,6 +4,11 @@
 //! There is no skipping: without a reachable control plane every e2e test fails, saying how
 //! to start one.
 
+pub mod functional_accounts;
+pub mod minio;
+pub mod redis;
+pub mod slapd;
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -30,6 +35,23 @@ pub async fn client() -> Client {
     match Client::try_default().await {
         Ok(c) => c,
         Err(e) => panic!("cannot build a client from KUBECONFIG: {e}"),
+    }
+}
+
+/// A Kubernetes client for tests of actions that never call Kubernetes (the REST and SOAP
+/// actions): it points at a closed loopback port, so a call it did make would fail loudly.
+pub fn offline_client() -> Client {
+    let config = kube::Config::new(http_uri("http://127.0.0.1:9"));
+    match Client::try_from(config) {
+        Ok(c) => c,
+        Err(e) => panic!("cannot build an offline client: {e}"),
+    }
+}
+
+fn http_uri(uri: &str) -> http::Uri {
+    match uri.parse() {
+        Ok(u) => u,
+        Err(e) => panic!("bad URI {uri}: {e}"),
     }
 }
 

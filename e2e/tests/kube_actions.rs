@@ -27,6 +27,7 @@ fn ctx(client: &Client, ns: &TestNamespace) -> ActionContext {
         client: client.clone(),
         namespace: ns.name.clone(),
         secrets: Secrets::default(),
+        object_store: None,
     }
 }
 
@@ -371,6 +372,7 @@ subjects:
         client: client_as(&ns.name, "reader").await,
         namespace: ns.name.clone(),
         secrets: Secrets::default(),
+        object_store: None,
     };
     for (id, config) in [
         (

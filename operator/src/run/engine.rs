@@ -10,6 +10,7 @@ use kube::runtime::controller::Action as Requeue;
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Client, Resource, ResourceExt};
 use stagehand_actions::action::{ActionContext, ActionError, SecretValue, Secrets};
+use stagehand_actions::handover::StoreSettings;
 use stagehand_actions::{Library, instantiate};
 use stagehand_config::{
     Context, Decision, Declarations, Recorded, Release, Stage, plan_stage, validate,
@@ -149,6 +150,20 @@ async fn end_stalled(
     warn!(run = %run.name_any(), reason = phase.reason(), %message, "run stalled");
     event(shared, run, EventType::Warning, phase.reason(), message).await;
     Ok(Requeue::await_change())
+}
+
+/// The action library's view of the Migration's `spec.objectStore`.
+fn store_settings(store: &stagehand_crds::common::ObjectStore) -> StoreSettings {
+    StoreSettings {
+        endpoint: store.endpoint.clone(),
+        bucket: store.bucket.clone(),
+        region: store.region.clone(),
+        path_style: store.path_style,
+        insecure_skip_tls_verify: store.insecure_skip_tls_verify,
+        access_key_id: store.access_key_id.clone(),
+        secret_key_file: store.secret_key_file.clone(),
+        ca_bundle: store.ca_bundle.clone(),
+    }
 }
 
 /// Reads the credentials named in `secretFiles` from their Secrets. Missing optional ones are
@@ -339,6 +354,7 @@ pub async fn reconcile(
         client: shared.client.clone(),
         namespace: namespace.clone(),
         secrets,
+        object_store: migration.spec.object_store.as_ref().map(store_settings),
     };
     let declared = declarations.stage(run.spec.stage);
     for i in 0..status.actions.len() {

@@ -1,0 +1,1303 @@
+//! The handover between the two stages (reference: `objectStore`, `ox_functional_accounts_export`,
+//! `ox_shared_accounts_import`): an object in the Migration's S3-compatible bucket that the `pre`
+//! stage writes and the `post` stage reads.
+//!
+//! * [`HandoverStore`] talks to the store: [`probe`](HandoverStore::probe) (planning and dry
+//!   runs: the store answers, the credential is accepted, the bucket exists),
+//!   [`read`](HandoverStore::read) and [`write_durable`](HandoverStore::write_durable) (PUT,
+//!   then GET back and compare byte for byte, so nothing is deleted on the strength of a write
+//!   that did not land).
+//! * [`OxFunctionalAccounts`] is the versioned YAML document the functional-accounts actions
+//!   hand over (`apiVersion: stagehand.dev/handover/v1`, `kind: OxFunctionalAccounts`).
+//!
+//! Requests are signed with `rust-s3` (AWS Signature V4, as query parameters) and sent with an
+//! HTTP client of this module, so that TLS follows the Migration's settings: verified against
+//! the public web roots plus the optional `caBundle`, and skipped only when
+//! `insecureSkipTlsVerify` is set. Every request is bounded by the timeout given to
+//! [`HandoverStore::connect`]. Errors name the endpoint, the bucket, the key and the access key
+//! id, never the secret key or a signed URL.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+use std::time::Duration;
+
+use reqwest::{Method, StatusCode, Url};
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
+use serde::{Deserialize, Serialize};
+
+use crate::action::{ActionError, SecretValue, Secrets};
+
+// ---------------------------------------------------------------------------------------------
+// Settings
+// ---------------------------------------------------------------------------------------------
+
+/// The region requests are signed for when the settings name none.
+pub const DEFAULT_REGION: &str = "us-east-1";
+
+/// A sensible timeout of one request to the store (the actions' configs name none for it).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The largest handover object [`HandoverStore::read`] accepts (a record is about 400 bytes per
+/// account, so this is far beyond any deployment).
+pub const MAX_OBJECT_BYTES: usize = 64 * 1024 * 1024;
+
+/// The object store the stages hand over in: the Migration's `spec.objectStore`, field for
+/// field, plus an optional CA bundle. The operator fills it from the Migration.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StoreSettings {
+    /// The store's URL, `http://` or `https://`, with host and optional port and nothing
+    /// else (e.g. `https://objectstore.example.org`, `http://minio:9000`).
+    pub endpoint: String,
+    /// The bucket handover objects are written to (openDesk: `migrations`).
+    pub bucket: String,
+    /// The region to sign requests for; [`DEFAULT_REGION`] when left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// Address the bucket in the path (`endpoint/bucket/key`) instead of the host name
+    /// (`bucket.endpoint/key`). Left out, path style is used: it is what MinIO, Ceph RGW and
+    /// most in-cluster stores answer to, and AWS S3 still accepts it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_style: Option<bool>,
+    /// Skip verification of the store's TLS certificate. Off unless set; only for tests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub insecure_skip_tls_verify: Option<bool>,
+    /// The access key id of the bucket identity.
+    pub access_key_id: String,
+    /// The `secretFiles` name holding the identity's secret key (openDesk:
+    /// `objectstore-migrations-secret-key`). Named in errors; the value never is.
+    pub secret_key_file: String,
+    /// PEM certificates of the CAs that issue the store's TLS certificate, in addition to the
+    /// public web roots (a private CA). Only for `https://` endpoints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_bundle: Option<String>,
+}
+
+impl StoreSettings {
+    /// The region requests are signed for.
+    pub fn region(&self) -> &str {
+        match self.region.as_deref() {
+            Some(r) if !r.trim().is_empty() => r.trim(),
+            _ => DEFAULT_REGION,
+        }
+    }
+
+    /// Whether the bucket is addressed in the path (the default) or in the host name.
+    pub fn path_style(&self) -> bool {
+        self.path_style.unwrap_or(true)
+    }
+
+    /// Whether TLS verification is skipped (only when explicitly set).
+    pub fn insecure_skip_tls_verify(&self) -> bool {
+        self.insecure_skip_tls_verify.unwrap_or(false)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------------------------
+
+/// Why the handover store could not do what was asked. Messages name the endpoint, the bucket,
+/// the key and the access key id, and say what to check; they never carry the secret key or a
+/// signed URL.
+#[derive(Debug, thiserror::Error)]
+pub enum HandoverError {
+    /// The settings cannot be used (a bad endpoint, an unreadable CA bundle, ...).
+    #[error("objectStore settings: {0}")]
+    Settings(String),
+    /// The store could not be reached, or its TLS certificate was refused.
+    #[error(
+        "cannot reach the object store at {endpoint} (bucket {bucket:?}) while {doing}: {cause}"
+    )]
+    Unreachable {
+        /// The store's endpoint.
+        endpoint: String,
+        /// The bucket.
+        bucket: String,
+        /// What was being done, e.g. `reading "ox-functional-accounts.yaml"`.
+        doing: String,
+        /// Why, with a hint where one helps (e.g. the CA bundle for an untrusted certificate).
+        cause: String,
+    },
+    /// The store did not answer within the timeout.
+    #[error(
+        "the object store at {endpoint} (bucket {bucket:?}) did not answer within {seconds}s while {doing}"
+    )]
+    Timeout {
+        /// The store's endpoint.
+        endpoint: String,
+        /// The bucket.
+        bucket: String,
+        /// What was being done.
+        doing: String,
+        /// The timeout of one request.
+        seconds: u64,
+    },
+    /// The store refused the credential or the operation.
+    #[error(
+        "the object store at {endpoint} refused access key id {access_key_id:?} on bucket {bucket:?} while {doing}: {detail}"
+    )]
+    Denied {
+        /// The store's endpoint.
+        endpoint: String,
+        /// The bucket.
+        bucket: String,
+        /// The access key id that was used.
+        access_key_id: String,
+        /// What was being done.
+        doing: String,
+        /// The S3 error code (`InvalidAccessKeyId`, `SignatureDoesNotMatch`, `AccessDenied`,
+        /// ...), the store's message and what to check.
+        detail: String,
+    },
+    /// The bucket does not exist.
+    #[error(
+        "the object store at {endpoint} has no bucket {bucket:?} (NoSuchBucket): create it, or correct objectStore.bucket"
+    )]
+    NoSuchBucket {
+        /// The store's endpoint.
+        endpoint: String,
+        /// The bucket.
+        bucket: String,
+    },
+    /// Any other answer the store should not have given.
+    #[error(
+        "the object store at {endpoint} (bucket {bucket:?}) answered {status} while {doing}: {detail}"
+    )]
+    Store {
+        /// The store's endpoint.
+        endpoint: String,
+        /// The bucket.
+        bucket: String,
+        /// What was being done.
+        doing: String,
+        /// The HTTP status.
+        status: u16,
+        /// The S3 error code and the store's message, shortened.
+        detail: String,
+    },
+    /// An object read back differs from what was written.
+    #[error(
+        "the object {key:?} in bucket {bucket:?} at {endpoint} does not read back as written ({detail}): the store did not keep the handover, nothing was changed on the strength of it"
+    )]
+    ReadBackMismatch {
+        /// The store's endpoint.
+        endpoint: String,
+        /// The bucket.
+        bucket: String,
+        /// The object key.
+        key: String,
+        /// How it differs.
+        detail: String,
+    },
+    /// An object is larger than [`MAX_OBJECT_BYTES`].
+    #[error(
+        "the object {key:?} in bucket {bucket:?} at {endpoint} is larger than {limit} bytes: it is not a handover Stagehand wrote"
+    )]
+    TooLarge {
+        /// The store's endpoint.
+        endpoint: String,
+        /// The bucket.
+        bucket: String,
+        /// The object key.
+        key: String,
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// A handover document cannot be read or written as YAML of a known version.
+    #[error("handover document: {0}")]
+    Document(String),
+}
+
+impl From<HandoverError> for ActionError {
+    fn from(e: HandoverError) -> Self {
+        ActionError::Failed(e.to_string())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The store
+// ---------------------------------------------------------------------------------------------
+
+/// A connection to the handover bucket.
+#[derive(Clone)]
+pub struct HandoverStore {
+    client: reqwest::Client,
+    bucket: Box<s3::Bucket>,
+    endpoint: String,
+    bucket_name: String,
+    access_key_id: String,
+    secret_key_file: String,
+    timeout: Duration,
+}
+
+impl fmt::Debug for HandoverStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HandoverStore")
+            .field("endpoint", &self.endpoint)
+            .field("bucket", &self.bucket_name)
+            .field("access_key_id", &self.access_key_id)
+            .field("secret_key_file", &self.secret_key_file)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Transient failures are retried this many times in all (connection refused or reset, 500,
+/// 502, 503, 504); a timeout is not retried.
+const ATTEMPTS: u32 = 3;
+
+/// The operations, for signing and for messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Probe,
+    Get,
+    Put,
+    Delete,
+}
+
+/// A request that failed, and whether trying again may help.
+struct Failed {
+    error: HandoverError,
+    transient: bool,
+}
+
+impl Failed {
+    fn permanent(error: HandoverError) -> Self {
+        Self {
+            error,
+            transient: false,
+        }
+    }
+}
+
+/// A whole response.
+struct Answer {
+    status: StatusCode,
+    body: Vec<u8>,
+}
+
+impl HandoverStore {
+    /// Prepares the client: checks the settings, builds the TLS configuration and the signer.
+    /// Talks to nobody; [`probe`](Self::probe) does. `secret_key` is the value of the
+    /// `secretFiles` entry the settings name (a trailing line break, as files often end with,
+    /// is dropped). `timeout` bounds every request.
+    pub fn connect(
+        settings: &StoreSettings,
+        secret_key: &SecretValue,
+        timeout: Duration,
+    ) -> Result<Self, HandoverError> {
+        let endpoint = normalize_endpoint(&settings.endpoint)?;
+        let bucket_name = settings.bucket.trim();
+        if bucket_name.is_empty() || bucket_name.contains('/') {
+            return Err(HandoverError::Settings(format!(
+                "bucket {:?} is not a bucket name",
+                settings.bucket
+            )));
+        }
+        let access_key_id = settings.access_key_id.trim();
+        if access_key_id.is_empty() {
+            return Err(HandoverError::Settings("accessKeyId is empty".into()));
+        }
+        let secret = secret_key
+            .expose()
+            .strip_suffix('\n')
+            .map(|s| s.strip_suffix('\r').unwrap_or(s))
+            .unwrap_or(secret_key.expose());
+        if secret.is_empty() {
+            return Err(HandoverError::Settings(format!(
+                "the secret file {:?} (objectStore.secretKeyFile) is empty",
+                settings.secret_key_file
+            )));
+        }
+        if timeout.is_zero() {
+            return Err(HandoverError::Settings(
+                "the timeout must be positive".into(),
+            ));
+        }
+
+        let https = endpoint.starts_with("https://");
+        let mut builder = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("stagehand/", env!("CARGO_PKG_VERSION")));
+        if let Some(pem) = settings
+            .ca_bundle
+            .as_deref()
+            .filter(|p| !p.trim().is_empty())
+        {
+            if !https {
+                return Err(HandoverError::Settings(format!(
+                    "caBundle is only used with an https:// endpoint, and the endpoint is {endpoint}"
+                )));
+            }
+            for der in parse_ca_bundle(pem)
+                .map_err(|e| HandoverError::Settings(format!("caBundle {e}")))?
+            {
+                let cert = reqwest::Certificate::from_der(der.as_ref()).map_err(|e| {
+                    HandoverError::Settings(format!(
+                        "caBundle holds a certificate that cannot be used: {e}"
+                    ))
+                })?;
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        if settings.insecure_skip_tls_verify() {
+            builder = builder
+                .danger_accept_invalid_certs(true)
+                .danger_accept_invalid_hostnames(true);
+        }
+        let client = builder
+            .build()
+            .map_err(|e| HandoverError::Settings(format!("cannot build the HTTP client: {e}")))?;
+
+        let region = s3::Region::Custom {
+            region: settings.region().to_string(),
+            endpoint: endpoint.clone(),
+        };
+        let credentials =
+            s3::creds::Credentials::new(Some(access_key_id), Some(secret), None, None, None)
+                .map_err(|_| HandoverError::Settings("cannot use the credential".into()))?;
+        let mut bucket = s3::Bucket::new(bucket_name, region, credentials).map_err(|e| {
+            HandoverError::Settings(format!("cannot set up bucket {bucket_name:?}: {e}"))
+        })?;
+        if settings.path_style() {
+            bucket = bucket.with_path_style();
+        }
+        Ok(Self {
+            client,
+            bucket,
+            endpoint,
+            bucket_name: bucket_name.to_string(),
+            access_key_id: access_key_id.to_string(),
+            secret_key_file: settings.secret_key_file.clone(),
+            timeout,
+        })
+    }
+
+    /// [`connect`](Self::connect) with the secret key taken from the run's secrets, by the
+    /// `secretFiles` name the settings give (`objectStore.secretKeyFile`).
+    pub fn connect_with_secrets(
+        settings: &StoreSettings,
+        secrets: &Secrets,
+        timeout: Duration,
+    ) -> Result<Self, ActionError> {
+        let secret = secrets.get(&settings.secret_key_file)?;
+        Ok(Self::connect(settings, secret, timeout)?)
+    }
+
+    /// The endpoint, as used (`scheme://host[:port]`).
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// The bucket.
+    pub fn bucket(&self) -> &str {
+        &self.bucket_name
+    }
+
+    /// `bucket "migrations" at https://…`, for summaries.
+    pub fn describe(&self) -> String {
+        format!("bucket {:?} at {}", self.bucket_name, self.endpoint)
+    }
+
+    /// Proves, without changing anything, that the store answers, accepts the credential and
+    /// holds the bucket (one `ListObjectsV2` of at most one key: the identity needs
+    /// `s3:ListBucket` on the bucket, as well as `s3:GetObject` and `s3:PutObject` on its
+    /// objects). For planning, and therefore for dry runs.
+    pub async fn probe(&self) -> Result<(), HandoverError> {
+        let answer = self.send(Op::Probe, "", None).await?;
+        if answer.status.is_success() {
+            Ok(())
+        } else {
+            Err(self.failure(Op::Probe, "", &answer))
+        }
+    }
+
+    /// The object `key`, or `None` when the bucket holds no such object.
+    ///
+    /// Only the store's own `NoSuchKey` means "no such object": a 404 without it (a missing
+    /// bucket, or an endpoint that is not an S3 API) is an error, so that a wrong endpoint is
+    /// never taken for an empty handover.
+    pub async fn read(&self, key: &str) -> Result<Option<Vec<u8>>, HandoverError> {
+        let answer = self.send(Op::Get, key, None).await?;
+        if answer.status.is_success() {
+            return Ok(Some(answer.body));
+        }
+        if answer.status == StatusCode::NOT_FOUND
+            && s3_error(&answer.body).0.as_deref() == Some("NoSuchKey")
+        {
+            return Ok(None);
+        }
+        Err(self.failure(Op::Get, key, &answer))
+    }
+
+    /// Writes `bytes` as `key`, then reads the object back and compares it byte for byte: only
+    /// an `Ok` means the store holds exactly this. Transient failures of either request are
+    /// retried; a read-back that differs is an error.
+    pub async fn write_durable(&self, key: &str, bytes: &[u8]) -> Result<(), HandoverError> {
+        let answer = self.send(Op::Put, key, Some(bytes)).await?;
+        if !answer.status.is_success() {
+            return Err(self.failure(Op::Put, key, &answer));
+        }
+        match self.read(key).await? {
+            Some(back) if back == bytes => Ok(()),
+            Some(back) => Err(HandoverError::ReadBackMismatch {
+                endpoint: self.endpoint.clone(),
+                bucket: self.bucket_name.clone(),
+                key: key.to_string(),
+                detail: if back.len() == bytes.len() {
+                    format!(
+                        "{} bytes written, the same length read with different content",
+                        bytes.len()
+                    )
+                } else {
+                    format!("{} bytes written, {} read", bytes.len(), back.len())
+                },
+            }),
+            None => Err(HandoverError::ReadBackMismatch {
+                endpoint: self.endpoint.clone(),
+                bucket: self.bucket_name.clone(),
+                key: key.to_string(),
+                detail: format!("{} bytes written, the object is not there", bytes.len()),
+            }),
+        }
+    }
+
+    /// Deletes the object `key` (no error when it is not there). Not used by the actions,
+    /// which never delete a handover; for tooling and tests.
+    pub async fn delete(&self, key: &str) -> Result<(), HandoverError> {
+        let answer = self.send(Op::Delete, key, None).await?;
+        if answer.status.is_success() || answer.status == StatusCode::NOT_FOUND {
+            let (code, _) = s3_error(&answer.body);
+            if code.as_deref() != Some("NoSuchBucket") {
+                return Ok(());
+            }
+        }
+        Err(self.failure(Op::Delete, key, &answer))
+    }
+
+    /// Reads and parses the functional-accounts handover at `key`.
+    pub async fn read_functional_accounts(
+        &self,
+        key: &str,
+    ) -> Result<Option<OxFunctionalAccounts>, HandoverError> {
+        match self.read(key).await? {
+            None => Ok(None),
+            Some(bytes) => OxFunctionalAccounts::from_yaml(&bytes)
+                .map(Some)
+                .map_err(|e| match e {
+                    HandoverError::Document(msg) => HandoverError::Document(format!(
+                        "the object {key:?} in {}: {msg}",
+                        self.describe()
+                    )),
+                    other => other,
+                }),
+        }
+    }
+
+    /// Serializes `handover` and writes it with [`write_durable`](Self::write_durable).
+    pub async fn write_functional_accounts(
+        &self,
+        key: &str,
+        handover: &OxFunctionalAccounts,
+    ) -> Result<(), HandoverError> {
+        let bytes = handover.to_yaml()?;
+        self.write_durable(key, &bytes).await
+    }
+
+    fn doing(op: Op, key: &str) -> String {
+        match op {
+            Op::Probe => "checking the bucket (ListObjectsV2)".to_string(),
+            Op::Get => format!("reading {key:?}"),
+            Op::Put => format!("writing {key:?}"),
+            Op::Delete => format!("deleting {key:?}"),
+        }
+    }
+
+    /// A presigned URL for one request, valid a little longer than the request may take.
+    async fn presign(&self, op: Op, key: &str) -> Result<Url, HandoverError> {
+        let expiry = u32::try_from(self.timeout.as_secs().saturating_add(60))
+            .unwrap_or(u32::MAX)
+            .min(604_800);
+        let path = format!("/{key}");
+        let signed = match op {
+            Op::Probe => {
+                let query = HashMap::from([
+                    ("list-type".to_string(), "2".to_string()),
+                    ("max-keys".to_string(), "1".to_string()),
+                ]);
+                self.bucket.presign_get("/", expiry, Some(query)).await
+            }
+            Op::Get => self.bucket.presign_get(&path, expiry, None).await,
+            Op::Put => self.bucket.presign_put(&path, expiry, None, None).await,
+            Op::Delete => self.bucket.presign_delete(&path, expiry).await,
+        };
+        let signed = signed.map_err(|e| {
+            HandoverError::Settings(format!(
+                "cannot sign a request to {} while {}: {e}",
+                self.describe(),
+                Self::doing(op, key)
+            ))
+        })?;
+        Url::parse(&signed).map_err(|e| {
+            HandoverError::Settings(format!(
+                "cannot sign a request to {} while {}: the signed URL does not parse: {e}",
+                self.describe(),
+                Self::doing(op, key)
+            ))
+        })
+    }
+
+    /// Sends one request (re-signed per attempt), retrying transient failures.
+    async fn send(&self, op: Op, key: &str, body: Option<&[u8]>) -> Result<Answer, HandoverError> {
+        if op != Op::Probe && (key.is_empty() || key.starts_with('/')) {
+            return Err(HandoverError::Settings(format!(
+                "the object key {key:?} is not usable (empty or starting with '/')"
+            )));
+        }
+        let mut attempt = 1;
+        loop {
+            let (result, transient) = match self.send_once(op, key, body).await {
+                Ok(a) => {
+                    let transient = matches!(a.status.as_u16(), 500 | 502 | 503 | 504);
+                    (Ok(a), transient)
+                }
+                Err(Failed { error, transient }) => (Err(error), transient),
+            };
+            if !transient || attempt >= ATTEMPTS {
+                return result;
+            }
+            tracing::debug!(
+                endpoint = %self.endpoint,
+                bucket = %self.bucket_name,
+                key,
+                attempt,
+                "object store request failed transiently; retrying"
+            );
+            tokio::time::sleep(Duration::from_millis(500 * u64::from(attempt))).await;
+            attempt += 1;
+        }
+    }
+
+    async fn send_once(&self, op: Op, key: &str, body: Option<&[u8]>) -> Result<Answer, Failed> {
+        let url = self.presign(op, key).await.map_err(Failed::permanent)?;
+        let method = match op {
+            Op::Probe | Op::Get => Method::GET,
+            Op::Put => Method::PUT,
+            Op::Delete => Method::DELETE,
+        };
+        let mut request = self.client.request(method, url);
+        if let Some(body) = body {
+            request = request
+                .header(reqwest::header::CONTENT_TYPE, "application/yaml")
+                .body(body.to_vec());
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| self.transport(op, key, e))?;
+        let status = response.status();
+        if let Some(len) = response.content_length()
+            && usize::try_from(len).map_or(true, |l| l > MAX_OBJECT_BYTES)
+        {
+            return Err(Failed::permanent(HandoverError::TooLarge {
+                endpoint: self.endpoint.clone(),
+                bucket: self.bucket_name.clone(),
+                key: key.to_string(),
+                limit: MAX_OBJECT_BYTES,
+            }));
+        }
+        let body = response
+            .bytes()
+            .await
+            .map_err(|e| self.transport(op, key, e))?;
+        if body.len() > MAX_OBJECT_BYTES {
+            return Err(Failed::permanent(HandoverError::TooLarge {
+                endpoint: self.endpoint.clone(),
+                bucket: self.bucket_name.clone(),
+                key: key.to_string(),
+                limit: MAX_OBJECT_BYTES,
+            }));
+        }
+        Ok(Answer {
+            status,
+            body: body.to_vec(),
+        })
+    }
+
+    /// A transport error, without the (signed) URL. Transient unless it is a timeout (which
+    /// already waited long) or a refused TLS certificate (which stays refused).
+    fn transport(&self, op: Op, key: &str, e: reqwest::Error) -> Failed {
+        let e = e.without_url();
+        if e.is_timeout() {
+            return Failed::permanent(HandoverError::Timeout {
+                endpoint: self.endpoint.clone(),
+                bucket: self.bucket_name.clone(),
+                doing: Self::doing(op, key),
+                seconds: self.timeout.as_secs().max(1),
+            });
+        }
+        let mut causes = Vec::new();
+        let mut source: Option<&dyn std::error::Error> = Some(&e);
+        while let Some(s) = source {
+            let text = s.to_string();
+            if !causes.contains(&text) {
+                causes.push(text);
+            }
+            source = s.source();
+        }
+        let chain = causes.join(": ");
+        let lower = chain.to_ascii_lowercase();
+        let tls = lower.contains("certificate") || lower.contains("unknownissuer");
+        let cause = if tls {
+            format!(
+                "{chain} (the store's TLS certificate is not trusted: add the CA that issued it as objectStore.caBundle)"
+            )
+        } else if lower.contains("connection refused") {
+            format!("{chain} (is the store running and listening at that address?)")
+        } else {
+            chain
+        };
+        Failed {
+            error: HandoverError::Unreachable {
+                endpoint: self.endpoint.clone(),
+                bucket: self.bucket_name.clone(),
+                doing: Self::doing(op, key),
+                cause,
+            },
+            transient: !tls,
+        }
+    }
+
+    /// The error for an answer that is not a success.
+    fn failure(&self, op: Op, key: &str, answer: &Answer) -> HandoverError {
+        let (code, message) = s3_error(&answer.body);
+        let code = code.unwrap_or_default();
+        let message = message.unwrap_or_default();
+        if code == "NoSuchBucket" {
+            return HandoverError::NoSuchBucket {
+                endpoint: self.endpoint.clone(),
+                bucket: self.bucket_name.clone(),
+            };
+        }
+        let denied_hint = match code.as_str() {
+            "InvalidAccessKeyId" => Some(format!(
+                "the store knows no access key id {:?}: check objectStore.accessKeyId",
+                self.access_key_id
+            )),
+            "SignatureDoesNotMatch" => Some(format!(
+                "the secret key in the secret file {:?} (objectStore.secretKeyFile) does not belong to this access key id",
+                self.secret_key_file
+            )),
+            "AccessDenied" | "AllAccessDisabled" => Some(format!(
+                "the identity may not do this: grant it s3:ListBucket on the bucket and s3:GetObject and s3:PutObject on {}/*",
+                self.bucket_name
+            )),
+            "RequestTimeTooSkewed" => Some(
+                "the clocks of this host and the store differ by too much: fix the time synchronisation"
+                    .to_string(),
+            ),
+            "AuthorizationHeaderMalformed" | "AuthorizationQueryParametersError" | "InvalidRegion" => {
+                Some("check objectStore.region: it must be the region the store expects".to_string())
+            }
+            "ExpiredToken" | "InvalidToken" | "TokenRefreshRequired" => {
+                Some("the credential has expired: rotate the secret".to_string())
+            }
+            _ if answer.status == StatusCode::FORBIDDEN || answer.status == StatusCode::UNAUTHORIZED => {
+                Some("check objectStore.accessKeyId and the secret key file".to_string())
+            }
+            _ => None,
+        };
+        if let Some(hint) = denied_hint {
+            return HandoverError::Denied {
+                endpoint: self.endpoint.clone(),
+                bucket: self.bucket_name.clone(),
+                access_key_id: self.access_key_id.clone(),
+                doing: Self::doing(op, key),
+                detail: if code.is_empty() {
+                    format!("{}: {message} ({hint})", answer.status)
+                } else {
+                    format!("{code}: {message} ({hint})")
+                },
+            };
+        }
+        let message = if code.as_str() == "PermanentRedirect" || answer.status.is_redirection() {
+            format!(
+                "{message} (the bucket is served elsewhere: check objectStore.endpoint, objectStore.region and objectStore.pathStyle)"
+            )
+        } else if code.is_empty() {
+            let body: String = String::from_utf8_lossy(&answer.body)
+                .chars()
+                .take(200)
+                .collect();
+            format!(
+                "no S3 error document in the answer, is objectStore.endpoint an S3 API? {}",
+                body.trim()
+            )
+        } else {
+            message
+        };
+        HandoverError::Store {
+            endpoint: self.endpoint.clone(),
+            bucket: self.bucket_name.clone(),
+            doing: Self::doing(op, key),
+            status: answer.status.as_u16(),
+            detail: if code.is_empty() {
+                message
+            } else {
+                format!("{code}: {message}")
+            },
+        }
+    }
+}
+
+/// `scheme://host[:port]` of an endpoint, or why it cannot be used.
+fn normalize_endpoint(raw: &str) -> Result<String, HandoverError> {
+    let trimmed = raw.trim();
+    let url = Url::parse(trimmed).map_err(|e| {
+        HandoverError::Settings(format!(
+            "endpoint {trimmed:?} is not a URL ({e}): write it as https://host[:port]"
+        ))
+    })?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(HandoverError::Settings(format!(
+            "endpoint {trimmed:?} must start with http:// or https://"
+        )));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(HandoverError::Settings(
+            "endpoint must not carry credentials: put the access key id in accessKeyId and the secret key in the secret file".into(),
+        ));
+    }
+    let Some(host) = url.host_str() else {
+        return Err(HandoverError::Settings(format!(
+            "endpoint {trimmed:?} names no host"
+        )));
+    };
+    if url.path() != "/" || url.query().is_some() || url.fragment().is_some() {
+        return Err(HandoverError::Settings(format!(
+            "endpoint {trimmed:?} must be only scheme, host and port (no path or query): the bucket goes into objectStore.bucket"
+        )));
+    }
+    Ok(match url.port() {
+        Some(port) => format!("{}://{host}:{port}", url.scheme()),
+        None => format!("{}://{host}", url.scheme()),
+    })
+}
+
+/// The certificates of a PEM bundle; an error when there is none or one does not parse.
+fn parse_ca_bundle(pem: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs: Result<Vec<_>, _> = CertificateDer::pem_slice_iter(pem.as_bytes()).collect();
+    match certs {
+        Ok(certs) if certs.is_empty() => Err(
+            "holds no PEM certificate (expected one or more \"-----BEGIN CERTIFICATE-----\" blocks)"
+                .into(),
+        ),
+        Ok(certs) => Ok(certs),
+        Err(e) => Err(format!("is not a readable PEM certificate bundle: {e}")),
+    }
+}
+
+/// `Code` and `Message` of an S3 XML error document, when the body is one.
+fn s3_error(body: &[u8]) -> (Option<String>, Option<String>) {
+    let text = String::from_utf8_lossy(body);
+    let field = |tag: &str| -> Option<String> {
+        let open = format!("<{tag}>");
+        let close = format!("</{tag}>");
+        let start = text.find(&open)? + open.len();
+        let end = start + text[start..].find(&close)?;
+        let raw = &text[start..end];
+        let value = quick_xml::escape::unescape(raw)
+            .map(|v| v.into_owned())
+            .unwrap_or_else(|_| raw.to_string());
+        Some(value.chars().take(300).collect())
+    };
+    (field("Code"), field("Message"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The handover document
+// ---------------------------------------------------------------------------------------------
+
+/// The `apiVersion` of the handover documents this build writes and reads.
+pub const API_VERSION: &str = "stagehand.dev/handover/v1";
+
+/// The `kind` of the functional-accounts handover.
+pub const KIND_OX_FUNCTIONAL_ACCOUNTS: &str = "OxFunctionalAccounts";
+
+/// What `ox_functional_accounts_export` wrote down in the `pre` stage for
+/// `ox_shared_accounts_import` in the `post` stage: every Functional Account
+/// (`oxmail/functional_account`) with everything needed to create its Shared Account and to
+/// report on it. Once the accounts are deleted, this and the Job's log are the only places the
+/// information still exists.
+///
+/// ```yaml
+/// apiVersion: stagehand.dev/handover/v1
+/// kind: OxFunctionalAccounts
+/// release: 1.18.0
+/// recordedAt: "2026-03-02T10:15:00Z"
+/// ldapBaseDn: dc=swp-ldap,dc=internal
+/// accounts:
+///   - name: Team Sales
+///     dn: cn=Team Sales,cn=functional_accounts,cn=open-xchange,dc=swp-ldap,dc=internal
+///     position: cn=functional_accounts,cn=open-xchange,dc=swp-ldap,dc=internal
+///     entryUUID: 5b1c…
+///     mailPrimaryAddress: sales@example.org
+///     oxContext: 1
+///     users:
+///       - dn: uid=anna,cn=users,dc=swp-ldap,dc=internal
+///         uid: anna
+///         entryUUID: 0f3e…
+///         isOxUser: true
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OxFunctionalAccounts {
+    /// Always [`API_VERSION`].
+    pub api_version: String,
+    /// Always [`KIND_OX_FUNCTIONAL_ACCOUNTS`].
+    pub kind: String,
+    /// The release whose `pre` stage wrote it (the Migration's `releaseVersion`), where the
+    /// writer knew it; left out when empty.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub release: String,
+    /// When it was written (RFC 3339, UTC).
+    pub recorded_at: String,
+    /// The MigrationRun that wrote it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    /// The LDAP base the accounts were searched under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ldap_base_dn: Option<String>,
+    /// The Functional Accounts, in the order they were found.
+    #[serde(default)]
+    pub accounts: Vec<FunctionalAccount>,
+}
+
+/// One Functional Account.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FunctionalAccount {
+    /// UDM `name` (LDAP `cn`): a plain string that becomes the Shared Account's `displayName`
+    /// and, respelled as a user name, its `name`.
+    pub name: String,
+    /// A display name, where the account had one besides its name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+    /// The object's DN.
+    pub dn: String,
+    /// The container the object was in.
+    pub position: String,
+    /// The object's `entryUUID`: the Shared Account is created with it as its
+    /// `univentionObjectIdentifier`, so that OX App Suite keeps the mailbox.
+    #[serde(rename = "entryUUID")]
+    pub entry_uuid: String,
+    /// The object's `univentionObjectIdentifier`, where it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub univention_object_identifier: Option<String>,
+    /// UDM `mailPrimaryAddress` (lower case).
+    pub mail_primary_address: String,
+    /// The OX context id (`oxContext`).
+    pub ox_context: u32,
+    /// UDM `personal` (`oxPersonal`): the sender name, where set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub personal: Option<String>,
+    /// UDM `oxQuota`, where set, as UDM gave it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ox_quota: Option<serde_json::Value>,
+    /// The linked users (UDM `users`), resolved.
+    #[serde(default)]
+    pub users: Vec<LinkedUser>,
+    /// The linked groups (UDM `groups`), resolved as far as they could be.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<LinkedGroup>,
+    /// The OX App Suite secondary accounts that belonged to it when it was recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ox_secondary_accounts: Vec<OxSecondaryAccount>,
+    /// Every other UDM property of the object as read (the ones no field above holds), so
+    /// that nothing is lost with the object.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub udm_properties: BTreeMap<String, serde_json::Value>,
+}
+
+/// A user linked to a Functional Account.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LinkedUser {
+    /// The user's DN as the account listed it.
+    pub dn: String,
+    /// The user name (`uid`); empty when the DN named no existing user.
+    #[serde(default)]
+    pub uid: String,
+    /// The user's `entryUUID`, where found.
+    #[serde(default, rename = "entryUUID", skip_serializing_if = "Option::is_none")]
+    pub entry_uuid: Option<String>,
+    /// The user's `univentionObjectIdentifier`, where found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub univention_object_identifier: Option<String>,
+    /// Whether the user has a groupware account (`isOxUser`); one without cannot be linked.
+    #[serde(default)]
+    pub is_ox_user: bool,
+    /// The user's numeric OX id, where known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ox_user_id: Option<u32>,
+}
+
+/// A group linked to a Functional Account.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LinkedGroup {
+    /// The group's DN as the account listed it.
+    pub dn: String,
+    /// The group's name (`cn`), where found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The group's `entryUUID`, where found.
+    #[serde(default, rename = "entryUUID", skip_serializing_if = "Option::is_none")]
+    pub entry_uuid: Option<String>,
+    /// The group's `univentionObjectIdentifier`, where found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub univention_object_identifier: Option<String>,
+}
+
+/// An OX App Suite secondary account (one per linked user) as `OXSecondaryAccountService.list`
+/// reported it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OxSecondaryAccount {
+    /// The OX context id.
+    pub context_id: u32,
+    /// The OX user id the account belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_id: Option<u32>,
+    /// The account's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account_id: Option<u32>,
+    /// The account's login.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub login: Option<String>,
+}
+
+impl OxFunctionalAccounts {
+    /// An empty handover of this version for `release`, recorded at `recorded_at` (RFC 3339).
+    pub fn new(release: impl Into<String>, recorded_at: impl Into<String>) -> Self {
+        Self {
+            api_version: API_VERSION.to_string(),
+            kind: KIND_OX_FUNCTIONAL_ACCOUNTS.to_string(),
+            release: release.into(),
+            recorded_at: recorded_at.into(),
+            run: None,
+            ldap_base_dn: None,
+            accounts: Vec::new(),
+        }
+    }
+
+    /// Parses a handover document; an error names a version or kind this build does not know,
+    /// a YAML problem, or a rule of [`check`](Self::check) that fails.
+    pub fn from_yaml(bytes: &[u8]) -> Result<Self, HandoverError> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Header {
+            api_version: Option<String>,
+            kind: Option<String>,
+        }
+        // One parse on the way that succeeds; the header is looked at on its own only to
+        // explain a failure, so that a document of another version or kind is reported as
+        // that and not as its first unknown field.
+        let parsed: Result<Self, _> = serde_yaml::from_slice(bytes);
+        let doc = match parsed {
+            Ok(doc) => {
+                header_problem(Some(&doc.api_version), Some(&doc.kind))?;
+                doc
+            }
+            Err(e) => {
+                let header: Header = serde_yaml::from_slice(bytes)
+                    .map_err(|_| HandoverError::Document(format!("not a YAML mapping: {e}")))?;
+                header_problem(header.api_version.as_deref(), header.kind.as_deref())?;
+                return Err(HandoverError::Document(e.to_string()));
+            }
+        };
+        let problems = doc.check();
+        if !problems.is_empty() {
+            return Err(HandoverError::Document(problems.join("; ")));
+        }
+        Ok(doc)
+    }
+
+    /// The document as YAML (checked first: a handover that could not be read back is not
+    /// written).
+    pub fn to_yaml(&self) -> Result<Vec<u8>, HandoverError> {
+        let problems = self.check();
+        if !problems.is_empty() {
+            return Err(HandoverError::Document(problems.join("; ")));
+        }
+        serde_yaml::to_string(self)
+            .map(String::into_bytes)
+            .map_err(|e| HandoverError::Document(format!("cannot serialize: {e}")))
+    }
+
+    /// The rules every handover follows: this version and kind; every account has a name, a
+    /// DN, an `entryUUID`, a mail address; no two accounts share a DN, an `entryUUID` or a
+    /// mail address. Returns the problems (none: valid).
+    pub fn check(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if self.api_version != API_VERSION {
+            problems.push(format!(
+                "apiVersion is {:?}, not {API_VERSION:?}",
+                self.api_version
+            ));
+        }
+        if self.kind != KIND_OX_FUNCTIONAL_ACCOUNTS {
+            problems.push(format!(
+                "kind is {:?}, not {KIND_OX_FUNCTIONAL_ACCOUNTS:?}",
+                self.kind
+            ));
+        }
+        let mut dns = BTreeSet::new();
+        let mut uuids = BTreeSet::new();
+        let mut mails = BTreeSet::new();
+        for (i, a) in self.accounts.iter().enumerate() {
+            let at = format!("accounts[{i}] ({:?})", a.name);
+            for (field, value) in [
+                ("name", &a.name),
+                ("dn", &a.dn),
+                ("entryUUID", &a.entry_uuid),
+                ("mailPrimaryAddress", &a.mail_primary_address),
+            ] {
+                if value.trim().is_empty() {
+                    problems.push(format!("{at}: {field} is empty"));
+                }
+            }
+            if !a.dn.is_empty() && !dns.insert(a.dn.to_ascii_lowercase()) {
+                problems.push(format!("{at}: dn {:?} appears twice", a.dn));
+            }
+            if !a.entry_uuid.is_empty() && !uuids.insert(a.entry_uuid.to_ascii_lowercase()) {
+                problems.push(format!("{at}: entryUUID {:?} appears twice", a.entry_uuid));
+            }
+            if !a.mail_primary_address.is_empty()
+                && !mails.insert(a.mail_primary_address.to_lowercase())
+            {
+                problems.push(format!(
+                    "{at}: mailPrimaryAddress {:?} appears twice",
+                    a.mail_primary_address
+                ));
+            }
+        }
+        problems
+    }
+
+    /// Whether this handover may replace `existing` in the store: only if it still holds every
+    /// account `existing` holds (by `entryUUID`), so a handover is never rewritten with fewer
+    /// accounts. The error names the accounts that would be lost.
+    pub fn may_replace(&self, existing: &OxFunctionalAccounts) -> Result<(), HandoverError> {
+        let kept: BTreeSet<String> = self
+            .accounts
+            .iter()
+            .map(|a| a.entry_uuid.to_ascii_lowercase())
+            .collect();
+        let lost: Vec<String> = existing
+            .accounts
+            .iter()
+            .filter(|a| !kept.contains(&a.entry_uuid.to_ascii_lowercase()))
+            .map(|a| format!("{:?} ({})", a.name, a.entry_uuid))
+            .collect();
+        if lost.is_empty() {
+            Ok(())
+        } else {
+            Err(HandoverError::Document(format!(
+                "refusing to rewrite the handover of {} account(s) with {}: it would lose {}",
+                existing.accounts.len(),
+                self.accounts.len(),
+                lost.join(", ")
+            )))
+        }
+    }
+}
+
+/// Why a document's `apiVersion` and `kind` are not this build's handover, if they are not.
+fn header_problem(api_version: Option<&str>, kind: Option<&str>) -> Result<(), HandoverError> {
+    match api_version {
+        Some(API_VERSION) => {}
+        Some(other) => {
+            return Err(HandoverError::Document(format!(
+                "apiVersion {other:?} is not one this Stagehand reads (it reads {API_VERSION:?}): not a handover, or one written by a newer Stagehand"
+            )));
+        }
+        None => {
+            return Err(HandoverError::Document(format!(
+                "no apiVersion (expected {API_VERSION:?}): not a handover Stagehand wrote"
+            )));
+        }
+    }
+    if kind != Some(KIND_OX_FUNCTIONAL_ACCOUNTS) {
+        return Err(HandoverError::Document(format!(
+            "kind {:?} is not {KIND_OX_FUNCTIONAL_ACCOUNTS:?}",
+            kind.unwrap_or_default()
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    fn account(name: &str, uuid: &str, mail: &str) -> FunctionalAccount {
+        FunctionalAccount {
+            name: name.into(),
+            display_name: None,
+            dn: format!("cn={name},cn=functional_accounts,cn=open-xchange,dc=x"),
+            position: "cn=functional_accounts,cn=open-xchange,dc=x".into(),
+            entry_uuid: uuid.into(),
+            univention_object_identifier: None,
+            mail_primary_address: mail.into(),
+            ox_context: 1,
+            personal: None,
+            ox_quota: None,
+            users: vec![LinkedUser {
+                dn: "uid=anna,cn=users,dc=x".into(),
+                uid: "anna".into(),
+                entry_uuid: Some("0f3e".into()),
+                univention_object_identifier: None,
+                is_ox_user: true,
+                ox_user_id: Some(3),
+            }],
+            groups: vec![],
+            ox_secondary_accounts: vec![],
+            udm_properties: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn yaml_round_trip_with_the_documented_field_names() {
+        let mut doc = OxFunctionalAccounts::new("1.18.0", "2026-03-02T10:15:00Z");
+        doc.accounts
+            .push(account("Team Sales", "5b1c", "sales@example.org"));
+        let yaml = String::from_utf8(doc.to_yaml().unwrap()).unwrap();
+        for needle in [
+            "apiVersion: stagehand.dev/handover/v1",
+            "kind: OxFunctionalAccounts",
+            "recordedAt:",
+            "entryUUID: 5b1c",
+            "mailPrimaryAddress: sales@example.org",
+            "oxContext: 1",
+            "isOxUser: true",
+            "oxUserId: 3",
+        ] {
+            assert!(yaml.contains(needle), "{needle:?} missing in\n{yaml}");
+        }
+        assert_eq!(
+            OxFunctionalAccounts::from_yaml(yaml.as_bytes()).unwrap(),
+            doc
+        );
+    }
+
+    #[test]
+    fn unknown_versions_kinds_and_fields_are_refused() {
+        let e = OxFunctionalAccounts::from_yaml(
+            b"apiVersion: stagehand.dev/handover/v9\nkind: OxFunctionalAccounts\n",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("newer Stagehand"), "{e}");
+        let e = OxFunctionalAccounts::from_yaml(b"kind: OxFunctionalAccounts\n").unwrap_err();
+        assert!(e.to_string().contains("no apiVersion"), "{e}");
+        let e = OxFunctionalAccounts::from_yaml(
+            b"apiVersion: stagehand.dev/handover/v1\nkind: Other\n",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("kind \"Other\""), "{e}");
+        let e = OxFunctionalAccounts::from_yaml(
+            b"apiVersion: stagehand.dev/handover/v1\nkind: OxFunctionalAccounts\nrelease: 1.18.0\nrecordedAt: x\nacounts: []\n",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("acounts"), "{e}");
+    }
+
+    #[test]
+    fn duplicates_and_empty_fields_are_problems() {
+        let mut doc = OxFunctionalAccounts::new("1.18.0", "t");
+        doc.accounts.push(account("A", "u1", "a@x"));
+        doc.accounts.push(account("B", "U1", "A@x"));
+        doc.accounts.push(account("C", "", "c@x"));
+        let problems = doc.check();
+        assert_eq!(problems.len(), 3, "{problems:?}");
+        assert!(doc.to_yaml().is_err());
+    }
+
+    #[test]
+    fn never_replaced_by_fewer_accounts() {
+        let mut old = OxFunctionalAccounts::new("1.18.0", "t");
+        old.accounts.push(account("A", "u1", "a@x"));
+        old.accounts.push(account("B", "u2", "b@x"));
+        let mut new = OxFunctionalAccounts::new("1.18.0", "t2");
+        new.accounts.push(account("A", "u1", "a@x"));
+        let e = new.may_replace(&old).unwrap_err();
+        assert!(e.to_string().contains("\"B\" (u2)"), "{e}");
+        new.accounts.push(account("B", "u2", "b@x"));
+        new.accounts.push(account("C", "u3", "c@x"));
+        new.may_replace(&old).unwrap();
+    }
+
+    #[test]
+    fn endpoints_are_checked_and_normalized() {
+        assert_eq!(
+            normalize_endpoint("http://minio:9000/").unwrap(),
+            "http://minio:9000"
+        );
+        assert_eq!(
+            normalize_endpoint(" https://s3.example.org ").unwrap(),
+            "https://s3.example.org"
+        );
+        for bad in [
+            "minio:9000",
+            "ftp://x",
+            "https://user:pw@s3.example.org",
+            "https://s3.example.org/migrations",
+            "not a url",
+        ] {
+            let e = normalize_endpoint(bad).unwrap_err().to_string();
+            assert!(!e.contains("pw@"), "{e}");
+        }
+    }
+
+    #[test]
+    fn s3_error_documents_are_read() {
+        let body = br#"<?xml version="1.0" encoding="UTF-8"?>
+<Error><Code>NoSuchKey</Code><Message>The specified key does not exist.</Message><Key>a&amp;b</Key></Error>"#;
+        let (code, message) = s3_error(body);
+        assert_eq!(code.as_deref(), Some("NoSuchKey"));
+        assert_eq!(
+            message.as_deref(),
+            Some("The specified key does not exist.")
+        );
+        assert_eq!(s3_error(b""), (None, None));
+    }
+
+    #[test]
+    fn settings_errors_never_show_the_secret() {
+        let settings = StoreSettings {
+            endpoint: "https://s3.example.org".into(),
+            bucket: "migrations".into(),
+            access_key_id: "ak".into(),
+            secret_key_file: "objectstore-migrations-secret-key".into(),
+            ca_bundle: Some("not pem".into()),
+            ..StoreSettings::default()
+        };
+        let secret = SecretValue::new("TOP-SECRET-VALUE\n");
+        let e = HandoverStore::connect(&settings, &secret, Duration::from_secs(5)).unwrap_err();
+        assert!(e.to_string().contains("caBundle"), "{e}");
+        assert!(!format!("{e} {e:?}").contains("TOP-SECRET"));
+        let ok = StoreSettings {
+            ca_bundle: None,
+            ..settings
+        };
+        let store = HandoverStore::connect(&ok, &secret, Duration::from_secs(5)).unwrap();
+        assert!(!format!("{store:?}").contains("TOP-SECRET"));
+        assert_eq!(store.endpoint(), "https://s3.example.org");
+    }
+}

@@ -1,0 +1,515 @@
+//! `ox_functional_accounts_export` (pre) and `ox_shared_accounts_import` (post) against a real
+//! MinIO (behind a pass-through proxy) and the UDM REST and OX SOAP simulators, through the
+//! action library's `instantiate`, planned and applied as the run engine does. Kubernetes is
+//! never called (an offline client). The crash tests are in `functional_accounts_crash.rs`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use stagehand_e2e::functional_accounts::{
+    AccountSpec, CONTEXT, EXPORT, IMPORT, KEY, PERMISSION, UserSpec, World, small_fixture,
+};
+use stagehand_e2e::minio::BUCKET;
+
+fn spec(name: &str, mail: &str, users: &[&str]) -> AccountSpec {
+    AccountSpec {
+        name: name.into(),
+        mail: mail.into(),
+        users: users.iter().map(|u| u.to_string()).collect(),
+    }
+}
+
+fn users(uids: &[&str]) -> Vec<UserSpec> {
+    uids.iter()
+        .map(|u| UserSpec {
+            uid: u.to_string(),
+            ox: true,
+        })
+        .collect()
+}
+
+/// The IAM, OX and the store are as seeded: nothing was changed.
+fn assert_untouched(w: &World, accounts: usize) {
+    assert_eq!(
+        w.functional_accounts().len(),
+        accounts,
+        "Functional Accounts"
+    );
+    assert!(w.handover().is_none(), "a handover was written");
+    assert!(
+        w.shared_accounts().is_empty(),
+        "Shared Accounts were created"
+    );
+    assert!(
+        !w.udm.requests().iter().any(|r| r.method == "DELETE"),
+        "something was deleted in the IAM"
+    );
+    assert!(
+        !w.ox
+            .requests()
+            .iter()
+            .any(|r| r.op.as_deref() == Some("delete")),
+        "something was deleted in OX App Suite"
+    );
+}
+
+#[tokio::test]
+async fn export_then_import_carries_every_account_over() {
+    let w = World::start().await;
+    let (u, a) = small_fixture();
+    let seeded = w.seed(&u, &a, true);
+
+    // Planning (a dry run) says what would happen and changes nothing.
+    let plan = w.plan(EXPORT, &w.export_config(json!({}))).await.unwrap();
+    for needle in [
+        "would record 4 Functional Accounts",
+        "remove 3 mailboxes",
+        "context 1: 3 mailboxes with 5 user entries",
+        "users linked: 5",
+        "users that cannot be linked (no groupware account, isOxUser is not set): 1 (dora (in \"Team Sales\"))",
+        "foreign secondary accounts left alone: 1 (other@example.org (context 1))",
+    ] {
+        assert!(plan.contains(needle), "{needle:?} not in {plan}");
+    }
+    let dry = w
+        .run(EXPORT, &w.export_config(json!({"dryRun": true})))
+        .await
+        .unwrap();
+    assert!(dry.starts_with("dryRun is set, nothing changed"), "{dry}");
+    assert_untouched(&w, 4);
+
+    // Part 1.
+    let summary = w.export().await.unwrap();
+    assert!(
+        summary.contains(
+            "recorded 4 Functional Accounts in the handover \"ox-functional-accounts.yaml\""
+        ),
+        "{summary}"
+    );
+    assert!(
+        summary.contains(
+            "removed 3 mailboxes in OX App Suite (context 1: 3 mailboxes with 5 user entries"
+        ),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("read back: none of them is left"),
+        "{summary}"
+    );
+    assert!(
+        w.functional_accounts().is_empty(),
+        "Functional Accounts left in the IAM"
+    );
+    for (spec, _, _) in &seeded.accounts {
+        assert_eq!(w.ox_rows(&spec.mail), 0, "{} left in OX", spec.mail);
+    }
+    assert_eq!(
+        w.ox_rows("other@example.org"),
+        1,
+        "the foreign account was touched"
+    );
+
+    // The handover holds everything part 2 needs.
+    let h = w.handover().expect("a handover");
+    assert_eq!(h.accounts.len(), 4);
+    let yaml = String::from_utf8(w.minio.object(BUCKET, KEY).unwrap()).unwrap();
+    println!(
+        "handover of the small fixture ({} bytes):\n{yaml}",
+        yaml.len()
+    );
+    for (spec, dn, uuid) in &seeded.accounts {
+        let r = h
+            .accounts
+            .iter()
+            .find(|r| &r.entry_uuid == uuid)
+            .unwrap_or_else(|| panic!("{} not recorded", spec.name));
+        assert_eq!(r.name, spec.name);
+        assert_eq!(&r.dn, dn);
+        assert_eq!(r.mail_primary_address, spec.mail);
+        assert_eq!(r.ox_context, CONTEXT);
+        let uids: Vec<&str> = r.users.iter().map(|u| u.uid.as_str()).collect();
+        assert_eq!(
+            uids,
+            spec.users.iter().map(String::as_str).collect::<Vec<_>>()
+        );
+        for u in &r.users {
+            let (udn, uoid, ox) = &seeded.users[&u.uid];
+            assert_eq!(&u.dn, udn);
+            assert_eq!(
+                u.univention_object_identifier.as_deref(),
+                Some(uoid.as_str())
+            );
+            assert_eq!(u.is_ox_user, *ox, "{}", u.uid);
+        }
+        let ox_users = spec.users.iter().filter(|u| seeded.users[*u].2).count();
+        assert_eq!(r.ox_secondary_accounts.len(), ox_users, "{}", spec.name);
+    }
+
+    // Part 2, planned, then applied.
+    let plan = w.plan(IMPORT, &w.import_config(json!({}))).await.unwrap();
+    assert!(plan.contains("would create 4 Shared Accounts (0 exist as recorded), linking 5 users with the permission"), "{plan}");
+    let summary = w.import().await.unwrap();
+    assert!(summary.contains("created 4 Shared Accounts"), "{summary}");
+    w.assert_imported_exactly(&seeded);
+    let team = w
+        .shared_accounts()
+        .into_iter()
+        .find(|s| s.property_str("displayName").as_deref() == Some("Team Sales"))
+        .unwrap();
+    assert_eq!(team.property_str("name").as_deref(), Some("Team-Sales"));
+    let support = w
+        .shared_accounts()
+        .into_iter()
+        .find(|s| s.property_str("displayName").as_deref() == Some("Support (EU)"))
+        .unwrap();
+    assert_eq!(support.property_str("name").as_deref(), Some("Support-EU"));
+
+    // Both again: part 1 only reads back, part 2 finds everything done.
+    let again = w.export().await.unwrap();
+    assert!(again.starts_with("nothing left to export"), "{again}");
+    let again = w.import().await.unwrap();
+    assert!(
+        again.contains("created 0 Shared Accounts") && again.contains("(4 existed as recorded)"),
+        "{again}"
+    );
+    w.assert_imported_exactly(&seeded);
+}
+
+#[tokio::test]
+async fn names_that_leave_nothing_to_build_on_fail_in_planning_even_on_a_dry_run() {
+    let w = World::start().await;
+    let accounts = vec![
+        spec("Team Sales", "sales@example.org", &["anna"]),
+        spec("2024", "y2024@example.org", &["anna"]),
+        spec("---", "dashes@example.org", &[]),
+    ];
+    w.seed(&users(&["anna"]), &accounts, true);
+    for config in [
+        w.export_config(json!({"dryRun": true})),
+        w.export_config(json!({})),
+    ] {
+        let e = w.run(EXPORT, &config).await.unwrap_err().to_string();
+        assert!(
+            e.contains("2 Functional Account names cannot become a Shared Account"),
+            "{e}"
+        );
+        assert!(e.contains("\"2024\"") && e.contains("\"---\""), "{e}");
+        assert!(
+            e.contains("rename the Functional Account in the IAM"),
+            "{e}"
+        );
+        assert!(!e.contains("Team Sales"), "a good name was named: {e}");
+    }
+    assert_untouched(&w, 3);
+    assert!(
+        !w.proxy.requests().iter().any(|(m, _, _)| m == "PUT"),
+        "the store was written"
+    );
+}
+
+#[tokio::test]
+async fn two_accounts_that_would_share_a_name_or_an_existing_shared_account_fail_before_anything() {
+    let w = World::start().await;
+    let accounts = vec![
+        spec("Team Sales", "sales@example.org", &["anna"]),
+        spec("Team-Sales", "sales2@example.org", &["anna"]),
+    ];
+    w.seed(&users(&["anna"]), &accounts, true);
+    let e = w.export().await.unwrap_err().to_string();
+    assert!(
+        e.contains(
+            "\"Team Sales\" and \"Team-Sales\" would both become the Shared Account \"Team-Sales\""
+        ),
+        "{e}"
+    );
+    assert_untouched(&w, 2);
+
+    let w = World::start().await;
+    w.seed(
+        &users(&["anna"]),
+        &[spec("Team Sales", "sales@example.org", &["anna"])],
+        true,
+    );
+    w.udm
+        .state()
+        .add_object(
+            "oxmail/shared_account",
+            json!({"name": "Team-Sales", "displayName": "x", "oxContext": 1,
+                   "mailPrimaryAddress": "other-sales@example.org", "univentionObjectIdentifier": "another"}),
+        )
+        .unwrap();
+    let e = w.export().await.unwrap_err().to_string();
+    assert!(e.contains("already has that name"), "{e}");
+    assert_eq!(w.functional_accounts().len(), 1);
+    assert!(w.handover().is_none());
+}
+
+#[tokio::test]
+async fn planning_proves_the_store_the_iam_and_ox_before_anything() {
+    let mut w = World::start().await;
+    let (u, a) = small_fixture();
+    w.seed(&u, &a, true);
+
+    // No objectStore in the Migration.
+    let store = w.ctx.object_store.take();
+    let e = w.export().await.unwrap_err().to_string();
+    assert!(
+        e.contains("the Migration declares none: set spec.objectStore"),
+        "{e}"
+    );
+    w.ctx.object_store = store;
+
+    // Wrong OX password.
+    let good = w.ctx.secrets.clone();
+    w.ctx.secrets = stagehand_actions::action::Secrets::new([
+        (
+            "udm-admin-password".to_string(),
+            good.get("udm-admin-password").unwrap().clone(),
+        ),
+        (
+            "ox-master-password".to_string(),
+            stagehand_actions::action::SecretValue::new("wrong-pw-123"),
+        ),
+        (
+            "objectstore-migrations-secret-key".to_string(),
+            good.get("objectstore-migrations-secret-key")
+                .unwrap()
+                .clone(),
+        ),
+    ]);
+    let e = w.export().await.unwrap_err().to_string();
+    assert!(
+        e.contains("refused the credentials") && e.contains("ox-master-password"),
+        "{e}"
+    );
+    assert!(
+        !e.contains("wrong-pw-123"),
+        "the password is in the error: {e}"
+    );
+    w.ctx.secrets = good;
+
+    // The store is down.
+    w.minio.stop();
+    let e = w
+        .plan(EXPORT, &w.export_config(json!({"dryRun": true})))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("object store"), "{e}");
+    w.minio.restart();
+
+    assert_untouched(&w, 4);
+    // And with everything in place, it goes through.
+    w.export().await.unwrap();
+    assert!(w.functional_accounts().is_empty());
+}
+
+#[tokio::test]
+async fn no_functional_account_writes_an_empty_handover_and_import_creates_nothing() {
+    let w = World::start().await;
+    w.add_permission();
+    let e = w.import().await.unwrap_err().to_string();
+    assert!(
+        e.contains("there is no handover \"ox-functional-accounts.yaml\"")
+            && e.contains("did not run"),
+        "{e}"
+    );
+    let plan = w.plan(EXPORT, &w.export_config(json!({}))).await.unwrap();
+    assert!(plan.contains("would write an empty handover"), "{plan}");
+    let summary = w.export().await.unwrap();
+    assert!(summary.contains("wrote an empty handover"), "{summary}");
+    assert_eq!(w.handover().unwrap().accounts.len(), 0);
+    let summary = w.import().await.unwrap();
+    assert!(summary.contains("created 0 Shared Accounts"), "{summary}");
+    assert!(w.shared_accounts().is_empty());
+    // A rerun of part 1 with the empty handover only reads back.
+    let again = w.export().await.unwrap();
+    assert!(again.starts_with("nothing left to export"), "{again}");
+}
+
+#[tokio::test]
+async fn import_waits_for_a_permission_that_appears_late() {
+    let w = World::start().await;
+    let (u, a) = small_fixture();
+    let mut seeded = w.seed(&u, &a, false);
+    w.export().await.unwrap();
+    let created = w
+        .udm
+        .state()
+        .add_delayed(
+            "oxmail/shared_account_permission",
+            json!({"name": PERMISSION, "displayName": "Mail: Full access, Calendar: Full access",
+                   "univentionObjectIdentifier": "7d3a0000-0000-4000-8000-00000000beef"}),
+            Duration::from_secs(3),
+        )
+        .unwrap();
+    let plan = w.plan(IMPORT, &w.import_config(json!({}))).await.unwrap();
+    assert!(
+        plan.contains("which is not in the IAM yet (apply waits up to 2s for it)"),
+        "{plan}"
+    );
+    let started = Instant::now();
+    let summary = w
+        .run(
+            IMPORT,
+            &w.import_config(json!({"sharedAccounts": {"permissionWaitSeconds": 30}})),
+        )
+        .await
+        .unwrap();
+    assert!(started.elapsed() >= Duration::from_secs(2), "did not wait");
+    assert!(summary.contains("created 4 Shared Accounts"), "{summary}");
+    assert!(w.udm.state().object(&created.dn).is_some());
+    seeded.permission = Some("7d3a0000-0000-4000-8000-00000000beef".into());
+    w.assert_imported_exactly(&seeded);
+}
+
+#[tokio::test]
+async fn import_refuses_conflicting_shared_accounts_before_creating_any() {
+    let w = World::start().await;
+    let (u, a) = small_fixture();
+    w.seed(&u, &a, true);
+    w.export().await.unwrap();
+    // Someone created a Shared Account with one of the names in between.
+    w.udm
+        .state()
+        .add_object(
+            "oxmail/shared_account",
+            json!({"name": "Team-Sales", "displayName": "Not ours", "oxContext": 1,
+                   "mailPrimaryAddress": "not-ours@example.org", "univentionObjectIdentifier": "not-ours"}),
+        )
+        .unwrap();
+    for config in [
+        w.import_config(json!({"dryRun": true})),
+        w.import_config(json!({})),
+    ] {
+        let e = w.run(IMPORT, &config).await.unwrap_err().to_string();
+        assert!(
+            e.contains("1 Shared Account cannot be created, nothing was created"),
+            "{e}"
+        );
+        assert!(e.contains("is already named \"Team-Sales\""), "{e}");
+    }
+    assert_eq!(w.shared_accounts().len(), 1, "something was created");
+    assert!(!w.udm.requests().iter().any(|r| r.method == "POST"));
+}
+
+#[tokio::test]
+async fn a_handover_present_while_accounts_remain_stops_without_changing_anything() {
+    let w = World::start().await;
+    let (u, a) = small_fixture();
+    let seeded = w.seed(&u, &a, true);
+    w.export().await.unwrap();
+    let before = w.minio.object(BUCKET, KEY).unwrap();
+    // A new Functional Account appears after part 1 (and before anything else).
+    w.seed(
+        &users(&["erik"]),
+        &[spec("Late", "late@example.org", &["erik"])],
+        false,
+    );
+    for config in [
+        w.export_config(json!({"dryRun": true})),
+        w.export_config(json!({})),
+    ] {
+        let e = w.run(EXPORT, &config).await.unwrap_err().to_string();
+        assert!(
+            e.contains("already exists") && e.contains("1 Functional Account is still in the IAM"),
+            "{e}"
+        );
+        assert!(e.contains("Nothing was changed"), "{e}");
+        assert!(e.contains("the handover does not describe 1 Functional Account (\"Late\" <late@example.org> (context 1))"), "{e}");
+        assert!(e.contains("keeping the handover"), "{e}");
+    }
+    assert_eq!(
+        w.minio.object(BUCKET, KEY).unwrap(),
+        before,
+        "the handover was rewritten"
+    );
+    assert_eq!(w.functional_accounts().len(), 1);
+    assert_eq!(w.ox_rows("late@example.org"), 1);
+    w.assert_every_account_described(&seeded);
+}
+
+#[tokio::test]
+async fn mailboxes_that_come_back_fail_the_read_back_and_a_rerun_still_reports_them() {
+    let w = World::start().await;
+    let (u, a) = small_fixture();
+    let seeded = w.seed(&u, &a, true);
+    w.ox.state().set_accounts_come_back(true);
+    let e = w.export().await.unwrap_err().to_string();
+    assert!(
+        e.contains("OX App Suite still holds the secondary accounts of 3 mailboxes"),
+        "{e}"
+    );
+    assert!(
+        e.contains("sales@example.org in context 1 (2 user entries)"),
+        "{e}"
+    );
+    w.assert_every_account_described(&seeded);
+    assert!(w.functional_accounts().is_empty());
+    // The rerun repeats only the read-back, and still reports them.
+    let e = w.export().await.unwrap_err().to_string();
+    assert!(
+        e.contains("still holds the secondary accounts of 3 mailboxes"),
+        "{e}"
+    );
+    // Removed by hand, the rerun succeeds.
+    w.ox.state().set_accounts_come_back(false);
+    let ox = stagehand_actions::ox::OxClient::new(
+        &w.ox.soap_url(),
+        "admin",
+        stagehand_actions::action::SecretValue::new("ox-master-secret-pw"),
+        Duration::from_secs(5),
+    )
+    .unwrap();
+    for (spec, _, _) in &seeded.accounts {
+        ox.delete_secondary_account(
+            CONTEXT,
+            &spec.mail,
+            stagehand_actions::ox::AccountOwners::Everyone,
+        )
+        .await
+        .unwrap();
+    }
+    let ok = w.export().await.unwrap();
+    assert!(ok.starts_with("nothing left to export"), "{ok}");
+    w.import().await.unwrap();
+    w.assert_imported_exactly(&seeded);
+}
+
+#[tokio::test]
+async fn secrets_never_appear_in_summaries_or_errors() {
+    let w = World::start().await;
+    let (u, a) = small_fixture();
+    w.seed(&u, &a, true);
+    let secrets = [
+        "udm-secret-pw".to_string(),
+        "ox-master-secret-pw".to_string(),
+        w.minio.secret_key().to_string(),
+    ];
+    let mut texts = vec![w.export().await.unwrap(), w.import().await.unwrap()];
+    let mut bad = w.import_config(json!({}));
+    bad["sharedAccounts"]["permission"] = json!("no-such-permission");
+    let e = w.run(IMPORT, &bad).await.unwrap_err().to_string();
+    assert!(e.contains("\"no-such-permission\""), "{e}");
+    texts.push(e);
+    for t in &texts {
+        for s in &secrets {
+            assert!(!t.contains(s.as_str()), "a secret in {t}");
+        }
+    }
+    let yaml = String::from_utf8(w.minio.object(BUCKET, KEY).unwrap()).unwrap();
+    for s in &secrets {
+        assert!(!yaml.contains(s.as_str()));
+    }
+}
+
+#[test]
+fn both_actions_are_in_the_library() {
+    for id in [EXPORT, IMPORT] {
+        assert!(
+            stagehand_actions::instantiate(id, &json!({})).is_ok(),
+            "{id}"
+        );
+    }
+}
