@@ -327,6 +327,7 @@ impl Config {
         // Entries are changed as the search finds them (the direct transport does not wait
         // for the search to end). Entries without a readable entryUUID get no change; the
         // planning phase refuses to go on with them, and the read-back below names them.
+        let xx_t0 = std::time::Instant::now();
         let done = dir
             .search_and_replace(
                 &self.ldap.base_dn,
@@ -336,6 +337,7 @@ impl Config {
             )
             .await
             .map_err(failed)?;
+        eprintln!("XX search+modify {:?}", xx_t0.elapsed());
         let before = survey(&done.found);
         let refused = done.refused;
         if before.changes.is_empty() && before.unreadable.is_empty() {
@@ -344,7 +346,9 @@ impl Config {
                 before.carrying, self.ldap.base_dn
             )));
         }
+        let xx_t1 = std::time::Instant::now();
         let after = self.read(dir).await?;
+        eprintln!("XX readback {:?}", xx_t1.elapsed());
         let still: Vec<&str> = after
             .changes
             .iter()

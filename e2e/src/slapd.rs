@@ -31,6 +31,9 @@ pub struct SlapdOptions {
     pub database_config: String,
     /// `dbnosync` for the mdb database (benchmarks: no fsync per write).
     pub nosync: bool,
+    /// Also listen on `ldaps://127.0.0.1:PORT/` with a server certificate (for `127.0.0.1`)
+    /// issued by a CA generated for this server (`openssl` CLI); see [`Slapd::ca_file`].
+    pub tls: bool,
 }
 
 /// A running `slapd`; killed and its directory removed when dropped.
@@ -39,6 +42,7 @@ pub struct Slapd {
     child: Child,
     dir: PathBuf,
     port: u16,
+    tls_port: Option<u16>,
 }
 
 fn require(binary: &str) {
@@ -103,6 +107,9 @@ impl Slapd {
         if let Err(e) = std::fs::create_dir_all(dir.join("db")) {
             panic!("cannot create {}: {e}", dir.display());
         }
+        if options.tls {
+            make_certificates(&dir);
+        }
         let schema = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("ldap/univention.schema");
         write(&dir.join("slapd.conf"), &slapd_conf(&dir, &schema, options));
         let base = format!(
@@ -130,7 +137,8 @@ impl Slapd {
         }
         for attempt in 0..5 {
             let port = free_port();
-            if let Some(slapd) = Self::launch(&dir, port) {
+            let tls_port = options.tls.then(free_port);
+            if let Some(slapd) = Self::launch(&dir, port, tls_port) {
                 return slapd;
             }
             eprintln!("slapd did not come up on port {port} (attempt {attempt}), retrying");
@@ -141,15 +149,18 @@ impl Slapd {
         );
     }
 
-    fn launch(dir: &Path, port: u16) -> Option<Self> {
+    fn launch(dir: &Path, port: u16, tls_port: Option<u16>) -> Option<Self> {
         let log = match std::fs::File::create(dir.join("slapd.log")) {
             Ok(f) => f,
             Err(e) => panic!("cannot create the slapd log: {e}"),
         };
-        let urls = format!(
+        let mut urls = format!(
             "ldap://127.0.0.1:{port}/ {}",
             ldapi_url_of(&dir.join("ldapi"))
         );
+        if let Some(tls_port) = tls_port {
+            urls.push_str(&format!(" ldaps://127.0.0.1:{tls_port}/"));
+        }
         let child = Command::new(SLAPD)
             .args(["-d", "0", "-h", &urls, "-f"])
             .arg(dir.join("slapd.conf"))
@@ -173,11 +184,13 @@ impl Slapd {
             }
             if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
                 && dir.join("ldapi").exists()
+                && tls_port.is_none_or(|p| std::net::TcpStream::connect(("127.0.0.1", p)).is_ok())
             {
                 return Some(Self {
                     child,
                     dir: dir.to_path_buf(),
                     port,
+                    tls_port,
                 });
             }
             std::thread::sleep(Duration::from_millis(50));
@@ -193,6 +206,19 @@ impl Slapd {
     /// `ldap://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("ldap://127.0.0.1:{}", self.port)
+    }
+
+    /// `ldaps://127.0.0.1:PORT` (with [`SlapdOptions::tls`]).
+    pub fn ldaps_url(&self) -> String {
+        match self.tls_port {
+            Some(p) => format!("ldaps://127.0.0.1:{p}"),
+            None => panic!("this slapd was started without TLS (SlapdOptions::tls)"),
+        }
+    }
+
+    /// The PEM file of the CA that issued the server certificate (with [`SlapdOptions::tls`]).
+    pub fn ca_file(&self) -> PathBuf {
+        self.dir.join("ca.crt")
     }
 
     /// The `ldapi://` URL of its socket (SASL EXTERNAL of the current user is the rootdn).
@@ -299,6 +325,65 @@ fn other_schemas(schema: &Path) -> String {
         .collect()
 }
 
+/// A CA and a server certificate for `127.0.0.1` (IP SAN) signed by it, with the `openssl`
+/// CLI, in `dir`: `ca.crt`, `server.crt`, `server.key`.
+fn make_certificates(dir: &Path) {
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl").current_dir(dir).args(args).output();
+        match out {
+            Ok(o) if o.status.success() => {}
+            Ok(o) => panic!(
+                "openssl {args:?} failed: {}",
+                String::from_utf8_lossy(&o.stderr)
+            ),
+            Err(e) => panic!("cannot run openssl (install it: apt-get install openssl): {e}"),
+        }
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let mut ca = vec![
+        "req",
+        "-x509",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=stagehand test LDAP CA",
+    ];
+    ca.extend(ec);
+    ca.extend(["-keyout", "ca.key", "-out", "ca.crt"]);
+    openssl(&ca);
+    let mut csr = vec!["req", "-subj", "/CN=127.0.0.1"];
+    csr.extend(ec);
+    csr.extend(["-keyout", "server.key", "-out", "server.csr"]);
+    openssl(&csr);
+    write(
+        &dir.join("server.ext"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n",
+    );
+    openssl(&[
+        "x509",
+        "-req",
+        "-days",
+        "2",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-extfile",
+        "server.ext",
+        "-out",
+        "server.crt",
+    ]);
+}
+
 fn slapd_conf(dir: &Path, schema: &Path, options: &SlapdOptions) -> String {
     let d = dir.display();
     let uid = current_uid();
@@ -309,7 +394,7 @@ include /etc/ldap/schema/inetorgperson.schema
 include /etc/ldap/schema/nis.schema
 include {schema}
 {more_schemas}
-pidfile {d}/slapd.pid
+{tls}pidfile {d}/slapd.pid
 argsfile {d}/slapd.args
 modulepath /usr/lib/ldap
 moduleload back_mdb
@@ -333,6 +418,13 @@ index uid,cn eq
         schema = schema.display(),
         more_schemas = other_schemas(schema),
         nosync = if options.nosync { "dbnosync" } else { "" },
+        tls = if options.tls {
+            format!(
+                "TLSCACertificateFile {d}/ca.crt\nTLSCertificateFile {d}/server.crt\nTLSCertificateKeyFile {d}/server.key\n\n"
+            )
+        } else {
+            String::new()
+        },
         extra = options.database_config,
     )
 }

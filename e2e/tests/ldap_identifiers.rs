@@ -17,7 +17,7 @@ use stagehand_actions::ldap::exec::{CommandOutput, CommandRunner, ExecDirectory,
 use stagehand_actions::ldap::ldif;
 use stagehand_actions::ldap::{Directory, LdapError};
 use stagehand_actions::ldap_entryuuid_to_object_identifier::Config;
-use stagehand_e2e::slapd::{BASE_DN, ROOT_PASSWORD, Slapd, SlapdOptions};
+use stagehand_e2e::slapd::{BASE_DN, ROOT_DN, ROOT_PASSWORD, Slapd, SlapdOptions};
 use stagehand_e2e::{TestNamespace, client, kubeconfig, kubectl, kubectl_stdin, ok, running_pods};
 
 const ID: &str = "ldap_entryuuid_to_object_identifier";
@@ -43,9 +43,7 @@ fn ctx_with(password: Option<&str>) -> ActionContext {
         client: kube::Client::try_from(kube_config).unwrap(),
         namespace: "unused".into(),
         secrets: Secrets::new(
-            password
-                .map(|p| ("ldap-admin-password".to_string(), SecretValue::new(p)))
-                .into_iter(),
+            password.map(|p| ("ldap-admin-password".to_string(), SecretValue::new(p))),
         ),
         object_store: None,
     }
@@ -172,7 +170,7 @@ fn start(database_config: &str) -> Slapd {
     Slapd::start_with(&SlapdOptions {
         initial_ldif: fixture(),
         database_config: database_config.into(),
-        nosync: false,
+        ..SlapdOptions::default()
     })
 }
 
@@ -235,7 +233,11 @@ fn assert_fixed(before: &BTreeMap<String, Seen>, after: &BTreeMap<String, Seen>,
         let differing =
             !b.identifier.is_empty() && !b.identifier[0].eq_ignore_ascii_case(&b.entry_uuid);
         if differing && !skip.contains(&dn.as_str()) {
-            assert_eq!(a.identifier, [b.entry_uuid.clone()], "{dn}: identifier set");
+            assert_eq!(
+                a.identifier,
+                std::slice::from_ref(&b.entry_uuid),
+                "{dn}: identifier set"
+            );
             assert_ne!(a.csn, b.csn, "{dn}: was modified");
             changed += 1;
         } else {
@@ -393,7 +395,7 @@ access to *
 
     // A rerun tries only what is left, and fails the same way.
     let err = act.apply(&ctx).await.unwrap_err().to_string();
-    assert!(err.contains(&format!("on 1 objects")), "{err}");
+    assert!(err.contains("on 1 objects"), "{err}");
     assert!(err.contains(&locked), "{err}");
 }
 
@@ -438,6 +440,65 @@ access to *
         applied.contains(&format!("on {DIFFERING} of {CARRYING}")),
         "{applied}"
     );
+}
+
+fn start_tls() -> Slapd {
+    Slapd::start_with(&SlapdOptions {
+        initial_ldif: fixture(),
+        tls: true,
+        ..SlapdOptions::default()
+    })
+}
+
+#[tokio::test]
+async fn tls_is_verified_by_default() {
+    // The server's certificate comes from a CA of the test, which the system does not trust.
+    let slapd = start_tls();
+    let before = snapshot(&slapd);
+    let act = action(json!({"ldap": {"url": slapd.ldaps_url()}}));
+    let err = act
+        .plan(&ctx_with(Some(ROOT_PASSWORD)))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains(&slapd.ldaps_url()), "{err}");
+    eprintln!("untrusted server: {err}");
+    assert!(err.contains("UnknownIssuer"), "{err}");
+    assert!(act.apply(&ctx_with(Some(ROOT_PASSWORD))).await.is_err());
+    assert_eq!(snapshot(&slapd), before);
+}
+
+/// Over `ldaps://` with the test CA trusted: in a process of its own (the bench driver, which
+/// runs the action from its JSON config), whose system CA store is the test CA
+/// (`SSL_CERT_FILE`); both connections (search, modifications) verify the server.
+#[test]
+fn over_tls_with_the_servers_ca_trusted() {
+    let slapd = start_tls();
+    let before = snapshot(&slapd);
+    let password = std::env::temp_dir().join(format!("sh-ldap-pw-{}", std::process::id()));
+    std::fs::write(&password, ROOT_PASSWORD).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_bench-ldap-identifiers"))
+        .env("SSL_CERT_FILE", slapd.ca_file())
+        .env_remove("SSL_CERT_DIR")
+        .arg(slapd.ldaps_url())
+        .arg(ROOT_DN)
+        .arg(&password)
+        .arg(BASE_DN)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&password);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains(&format!("on {DIFFERING} of {CARRYING} objects")),
+        "{stdout}"
+    );
+    assert!(stdout.contains(&slapd.ldaps_url()), "{stdout}");
+    assert_fixed(&before, &snapshot(&slapd), &[]);
 }
 
 /// Runs the exec transport's command lines here instead of in a pod.

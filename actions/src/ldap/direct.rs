@@ -1,11 +1,12 @@
-//! The direct transport: Stagehand's own LDAP connection (the `ldap3` crate; TLS through
-//! rustls with the ring provider, verified against the system's CA certificates).
+//! The direct transport: Stagehand's own LDAP connections (TLS through rustls with the ring
+//! provider, verified against the system's CA certificates).
 //!
-//! Searches are paged (RFC 2696 simple paged results), so a directory of any size is read
-//! without hitting the server's size limit per page. Modifications are pipelined: many
-//! requests are in flight on the one connection at a time, which is what makes tens of
-//! thousands of changes fast (each request otherwise waits for the previous one's round trip
-//! and the server's commit).
+//! Binding and searching go through the `ldap3` crate; searches are paged (RFC 2696 simple
+//! paged results), so a directory of any size is read without hitting the server's size
+//! limit. Modifications go through [`super::wire`] on a second connection bound as the same
+//! DN: pipelined (64 unanswered at a time) and batched into few writes, which is what makes
+//! tens of thousands of changes fast. With [`Directory::search_and_replace`] they start while
+//! the search is still running.
 
 use std::fmt;
 use std::time::Duration;
@@ -44,7 +45,7 @@ impl DirectSettings {
             bind_dn: bind_dn.into(),
             password,
             timeout: Duration::from_secs(30),
-            max_in_flight: 64,
+            max_in_flight: std::env::var("XX_W").ok().and_then(|v| v.parse().ok()).unwrap_or(64),
             page_size: 1000,
         }
     }
@@ -323,6 +324,15 @@ impl Directory for DirectDirectory {
         change_of: ChangeOf<'a>,
     ) -> BoxFuture<'a, Result<Replaced, LdapError>> {
         Box::pin(async move {
+            if std::env::var("XX_SEQ").is_ok() {
+                let found = self.search(base, filter, attrs).await?;
+                let mut changes: Vec<Replace> = found.iter().filter_map(change_of).collect();
+                changes.sort_by(|a, b| a.dn.cmp(&b.dn));
+                let t = std::time::Instant::now();
+                let refused = self.replace(&changes).await?;
+                eprintln!("XX modify only {:?}", t.elapsed());
+                return Ok(Replaced { found, changes, refused });
+            }
             let (tx, rx) = futures::channel::mpsc::unbounded::<Replace>();
             let searching = async move {
                 let mut found = Vec::new();

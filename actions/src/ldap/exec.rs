@@ -453,18 +453,19 @@ mod tests {
             refused[0].message,
             "ldapmodify -c failed (exit code 50): ldap_modify: Insufficient access (50)"
         );
-        let calls = dir.runner.calls.lock().unwrap();
-        assert_eq!(calls.len(), 1);
-        assert_eq!(
-            calls[0].0.join(" "),
-            format!(
-                "sh -c head -c \"$1\" | exec ldapmodify -c -Q -Y EXTERNAL -H \"$2\" sh {} ldapi:///",
-                ldif::modify_records(&changes).len()
-            )
-        );
-        let input = calls[0].1.clone().unwrap();
-        assert_eq!(input, ldif::modify_records(&changes));
-        drop(calls);
+        {
+            let calls = dir.runner.calls.lock().unwrap();
+            assert_eq!(calls.len(), 1);
+            assert_eq!(
+                calls[0].0.join(" "),
+                format!(
+                    "sh -c head -c \"$1\" | exec ldapmodify -c -Q -Y EXTERNAL -H \"$2\" sh {} ldapi:///",
+                    ldif::modify_records(&changes).len()
+                )
+            );
+            let input = calls[0].1.clone().unwrap();
+            assert_eq!(input, ldif::modify_records(&changes));
+        }
         assert!(dir.replace(&[]).await.unwrap().is_empty());
         assert_eq!(
             dir.runner.calls.lock().unwrap().len(),

@@ -104,24 +104,33 @@ pub(crate) fn parse_url(url: &str) -> Result<Target, String> {
     }
 }
 
+/// The TLS client config: the system's CA certificates (`SSL_CERT_FILE`/`SSL_CERT_DIR` when
+/// set), ring; built once.
 fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
-    let mut roots = rustls::RootCertStore::empty();
-    let loaded = rustls_native_certs::load_native_certs();
-    for cert in loaded.certs {
-        // Certificates the system store holds but rustls cannot use are skipped.
-        let _ = roots.add(cert);
-    }
-    if roots.is_empty() {
-        return Err("no CA certificates found in the system's store to verify the server".into());
-    }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| e.to_string())?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    Ok(Arc::new(config))
+    static CONFIG: std::sync::OnceLock<Result<Arc<rustls::ClientConfig>, String>> =
+        std::sync::OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in rustls_native_certs::load_native_certs().certs {
+                // Certificates of the system's store that rustls cannot use are skipped.
+                let _ = roots.add(cert);
+            }
+            if roots.is_empty() {
+                return Err(
+                    "no CA certificates found in the system's store to verify the server".into(),
+                );
+            }
+            let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+            Ok(Arc::new(config))
+        })
+        .clone()
 }
 
 /// Opens a connection to `url` within `timeout`.
@@ -257,9 +266,12 @@ fn encode_unbind(id: i32) -> Vec<u8> {
 
 // --- BER decoding ------------------------------------------------------------------------
 
+/// A decoded TLV: tag, content, and how many bytes it took.
+type Tlv<'a> = (u8, &'a [u8], usize);
+
 /// One TLV at the start of `buf`: `(tag, content, total length)`; `Ok(None)` when `buf`
 /// does not hold all of it yet.
-fn tlv(buf: &[u8]) -> Result<Option<(u8, &[u8], usize)>, String> {
+fn tlv(buf: &[u8]) -> Result<Option<Tlv<'_>>, String> {
     let (Some(&tag), Some(&first)) = (buf.first(), buf.get(1)) else {
         return Ok(None);
     };
@@ -287,7 +299,7 @@ fn tlv(buf: &[u8]) -> Result<Option<(u8, &[u8], usize)>, String> {
 }
 
 /// A TLV that must be complete inside an already complete message.
-fn inner(buf: &[u8]) -> Result<(u8, &[u8], usize), String> {
+fn inner(buf: &[u8]) -> Result<Tlv<'_>, String> {
     tlv(buf)?.ok_or_else(|| "truncated LDAP message".to_string())
 }
 
@@ -485,10 +497,10 @@ impl Bound {
             let mut received = 0usize;
             let mut refused: Vec<Outcome> = Vec::new();
             loop {
-                if let Some(total) = *sent_rx.borrow() {
-                    if received >= total {
-                        return Ok((received, refused));
-                    }
+                if let Some(total) = *sent_rx.borrow()
+                    && received >= total
+                {
+                    return Ok((received, refused));
                 }
                 let outstanding = pending.lock().map(|p| p.len()).unwrap_or(0);
                 tokio::select! {
