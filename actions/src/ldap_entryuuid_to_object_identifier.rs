@@ -324,10 +324,9 @@ impl Config {
                 planned.summary
             )));
         }
-        // Entries are changed as the search finds them (the direct transport does not wait
-        // for the search to end). Entries without a readable entryUUID get no change; the
-        // planning phase refuses to go on with them, and the read-back below names them.
-        let xx_t0 = std::time::Instant::now();
+        // Search, then change what differs. Entries without a readable entryUUID get no
+        // change: the planning phase refuses to go on with them, and the read-back below
+        // names them.
         let done = dir
             .search_and_replace(
                 &self.ldap.base_dn,
@@ -337,7 +336,6 @@ impl Config {
             )
             .await
             .map_err(failed)?;
-        eprintln!("XX search+modify {:?}", xx_t0.elapsed());
         let before = survey(&done.found);
         let refused = done.refused;
         if before.changes.is_empty() && before.unreadable.is_empty() {
@@ -346,9 +344,7 @@ impl Config {
                 before.carrying, self.ldap.base_dn
             )));
         }
-        let xx_t1 = std::time::Instant::now();
         let after = self.read(dir).await?;
-        eprintln!("XX readback {:?}", xx_t1.elapsed());
         let still: Vec<&str> = after
             .changes
             .iter()

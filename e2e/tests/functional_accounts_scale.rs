@@ -12,6 +12,8 @@ use serde_json::json;
 use stagehand_e2e::functional_accounts::{EXPORT, IMPORT, KEY, World, scale_fixture};
 use stagehand_e2e::minio::BUCKET;
 
+// Run by e2e/test in a release build (`-- --ignored`): a debug build takes ~13 minutes.
+#[ignore = "run in release by e2e/test: cargo test --release -p stagehand-e2e --test functional_accounts_scale -- --ignored"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn five_thousand_functional_accounts_with_three_users_each() {
     let n: usize = std::env::var("STAGEHAND_FA_SCALE")
