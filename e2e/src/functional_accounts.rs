@@ -38,8 +38,10 @@ pub const OX_MASTER: &str = "admin";
 /// The OX context of the fixtures.
 pub const CONTEXT: u32 = 1;
 
-const UDM_PASSWORD: &str = "udm-secret-pw";
-const OX_PASSWORD: &str = "ox-master-secret-pw";
+/// The UDM admin's password in the simulator.
+pub const UDM_PASSWORD: &str = "udm-secret-pw";
+/// The OX master admin's password in the simulator.
+pub const OX_PASSWORD: &str = "ox-master-secret-pw";
 const FA_MODULE: &str = "oxmail/functional_account";
 const SA_MODULE: &str = "oxmail/shared_account";
 
