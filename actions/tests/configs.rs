@@ -379,6 +379,7 @@ fn ldap_entryuuid_to_object_identifier_defaults() {
                 "pod": "ums-ldap-server-primary-0",
                 "container": "main",
                 "baseDn": "dc=swp-ldap,dc=internal",
+                "requestTimeoutSeconds": 30,
             },
         })
     );
@@ -397,6 +398,7 @@ fn ox_names_to_object_identifier_defaults() {
                 "pod": "ums-ldap-server-primary-0",
                 "container": "main",
                 "baseDn": "dc=swp-ldap,dc=internal",
+                "requestTimeoutSeconds": 30,
             },
             "oxAppSuite": {"username": "admin", "requestTimeoutSeconds": 60},
         })
