@@ -45,10 +45,7 @@ impl DirectSettings {
             bind_dn: bind_dn.into(),
             password,
             timeout: Duration::from_secs(30),
-            max_in_flight: std::env::var("XX_W")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(64),
+            max_in_flight: 64,
             page_size: 1000,
         }
     }

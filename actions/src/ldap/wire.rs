@@ -451,7 +451,9 @@ impl Bound {
     ) -> Result<(usize, Vec<Outcome>), String> {
         let Bound { io, mut buf } = self;
         let (mut reader, mut writer) = tokio::io::split(io);
-        let window = window.clamp(1, Semaphore::MAX_PERMITS);
+        // slapd stops reading from (and eventually drops) a connection with more than
+        // `conn_max_pending_auth` (default 1,000) requests pending: stay well below.
+        let window = window.clamp(1, 512);
         let permits = Arc::new(Semaphore::new(window));
         let pending: Arc<Mutex<HashMap<i64, String>>> = Arc::default();
         let (sent_tx, mut sent_rx) = watch::channel::<Option<usize>>(None);
@@ -543,9 +545,9 @@ impl Bound {
             }
         };
 
-        let (written, read) = tokio::join!(write, read);
-        let (mut writer, id) = written?;
-        let (received, refused) = read?;
+        // Either side failing ends both: a writer waiting for a window slot must not wait for
+        // a reader that has given up (the connection broke).
+        let ((mut writer, id), (received, refused)) = tokio::try_join!(write, read)?;
         let _ = writer.write_all(&encode_unbind(id)).await;
         let _ = writer.shutdown().await;
         Ok((received, refused))
@@ -703,6 +705,77 @@ mod tests {
             tlv(&[0x30, 0x80]).is_err(),
             "indefinite lengths are not LDAP"
         );
+    }
+
+    /// A server that answers the bind and two modifications, then hangs up while the client
+    /// waits for answers (its window full): the pipeline fails naming what happened instead of
+    /// waiting forever for a window slot.
+    #[tokio::test]
+    async fn a_connection_lost_midway_fails_the_pipeline() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut buf = Vec::new();
+            let answer = |id: u8, op: u8| {
+                vec![
+                    0x30, 0x0c, 0x02, 0x01, id, op, 0x07, 0x0a, 0x01, 0x00, 0x04, 0x00, 0x04, 0x00,
+                ]
+            };
+            // The bind.
+            let _ = next_message(&mut socket, &mut buf).await;
+            socket.write_all(&answer(1, 0x61)).await.unwrap();
+            for id in 2..4u8 {
+                let _ = next_message(&mut socket, &mut buf).await;
+                socket.write_all(&answer(id, 0x67)).await.unwrap();
+            }
+            // Take in everything the client sends until it waits for answers, then hang up
+            // (an orderly close, with requests outstanding).
+            let mut chunk = [0u8; 65536];
+            while let Ok(Ok(n)) =
+                tokio::time::timeout(Duration::from_millis(300), socket.read(&mut chunk)).await
+            {
+                if n == 0 {
+                    break;
+                }
+            }
+        });
+        let io = connect(&format!("ldap://127.0.0.1:{port}"), Duration::from_secs(5))
+            .await
+            .unwrap();
+        let bound = bind(io, "cn=admin", "pw", Duration::from_secs(5))
+            .await
+            .unwrap();
+        let changes = (0..1000).map(|i| Replace {
+            dn: format!("uid=u{i},dc=x"),
+            attr: "univentionObjectIdentifier".into(),
+            value: "0d4f8a30-1b2c-103f-8a1e-5b1f2c3d4e5f".into(),
+        });
+        let result = tokio::time::timeout(
+            Duration::from_secs(20),
+            bound.modify_all(futures::stream::iter(changes), 64, Duration::from_secs(5)),
+        )
+        .await
+        .expect("the pipeline ends");
+        let err = result.unwrap_err();
+        assert!(
+            err.contains("closed the connection after 2 answers"),
+            "{err}"
+        );
+        server.await.unwrap();
+    }
+
+    /// Reads one complete BER message (any tag) from a test server's socket.
+    async fn next_message(io: &mut tokio::net::TcpStream, buf: &mut Vec<u8>) -> Vec<u8> {
+        loop {
+            if let Some((_, _, total)) = tlv(buf).unwrap() {
+                return buf.drain(..total).collect();
+            }
+            let mut chunk = [0u8; 4096];
+            let n = io.read(&mut chunk).await.unwrap();
+            assert!(n > 0, "client hung up");
+            buf.extend_from_slice(&chunk[..n]);
+        }
     }
 
     #[test]
