@@ -5,6 +5,7 @@
 //! to start one.
 
 pub mod functional_accounts;
+pub mod local_server;
 pub mod minio;
 pub mod redis;
 pub mod slapd;

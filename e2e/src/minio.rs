@@ -11,14 +11,14 @@
 //! 2 cores) and is a quick cache check afterwards. It runs once per test process; if it fails,
 //! the test panics saying what to do. The readiness check needs `curl`, TLS needs `openssl`.
 
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
+
+use crate::local_server::{free_port, generate_server_cert, read, require, temp_dir, write};
+pub use crate::local_server::{generate_ca, random_hex, unrelated_ca_pem};
 
 /// The bucket every server is started with (openDesk's `objectstores.migrations`).
 pub const BUCKET: &str = "migrations";
@@ -112,178 +112,6 @@ fn missing_in(dir: &Path) -> Option<&'static str> {
     ["minio", "mc"]
         .into_iter()
         .find(|name| !std::fs::metadata(dir.join(name)).is_ok_and(|m| m.is_file() && m.len() > 0))
-}
-
-fn require(binary: &str, package: &str) {
-    let found = Command::new(binary)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok();
-    assert!(
-        found,
-        "{binary} is not installed: install the Debian package {package} (apt-get install {package})"
-    );
-}
-
-fn free_port() -> u16 {
-    match std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()) {
-        Ok(addr) => addr.port(),
-        Err(e) => panic!("no free loopback port: {e}"),
-    }
-}
-
-/// A random lower-case hex string of `len` characters (not cryptographic; test credentials).
-pub fn random_hex(len: usize) -> String {
-    static N: AtomicU32 = AtomicU32::new(0);
-    let mut out = String::new();
-    while out.len() < len {
-        let mut h = RandomState::new().build_hasher();
-        h.write_u32(std::process::id());
-        h.write_u32(N.fetch_add(1, Ordering::Relaxed));
-        h.write_u128(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos())
-                .unwrap_or_default(),
-        );
-        out.push_str(&format!("{:016x}", h.finish()));
-    }
-    out.truncate(len);
-    out
-}
-
-/// A new empty directory under the system temp dir.
-fn temp_dir(prefix: &str) -> PathBuf {
-    static N: AtomicU32 = AtomicU32::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "{prefix}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    if let Err(e) = std::fs::create_dir_all(&dir) {
-        panic!("cannot create {}: {e}", dir.display());
-    }
-    dir
-}
-
-fn write(path: &Path, bytes: &[u8]) {
-    if let Some(parent) = path.parent()
-        && let Err(e) = std::fs::create_dir_all(parent)
-    {
-        panic!("cannot create {}: {e}", parent.display());
-    }
-    if let Err(e) = std::fs::write(path, bytes) {
-        panic!("cannot write {}: {e}", path.display());
-    }
-}
-
-fn read(path: &Path) -> String {
-    match std::fs::read_to_string(path) {
-        Ok(s) => s,
-        Err(e) => panic!("cannot read {}: {e}", path.display()),
-    }
-}
-
-fn openssl(dir: &Path, args: &[&str]) {
-    require("openssl", "openssl");
-    let out = Command::new("openssl")
-        .current_dir(dir)
-        .args(args)
-        .stdin(Stdio::null())
-        .output();
-    match out {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => panic!(
-            "openssl {args:?} failed: {}",
-            String::from_utf8_lossy(&o.stderr)
-        ),
-        Err(e) => panic!("cannot run openssl: {e}"),
-    }
-}
-
-/// Generates a CA (`ca.crt`, `ca.key`, EC P-256) in `dir`; returns its PEM.
-pub fn generate_ca(dir: &Path, name: &str) -> String {
-    openssl(
-        dir,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.crt",
-            "-days",
-            "2",
-            "-subj",
-            &format!("/CN={name}"),
-            "-addext",
-            "basicConstraints=critical,CA:TRUE",
-            "-addext",
-            "keyUsage=critical,keyCertSign,cRLSign",
-        ],
-    );
-    read(&dir.join("ca.crt"))
-}
-
-/// Issues `server.crt`/`server.key` for `127.0.0.1` and `localhost` from the CA in `dir`.
-fn generate_server_cert(dir: &Path) {
-    openssl(
-        dir,
-        &[
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            "server.key",
-            "-out",
-            "server.csr",
-            "-subj",
-            "/CN=localhost",
-        ],
-    );
-    write(
-        &dir.join("server.ext"),
-        b"basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n",
-    );
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            "server.crt",
-            "-days",
-            "2",
-            "-extfile",
-            "server.ext",
-        ],
-    );
-}
-
-/// The PEM of a CA that signed nothing any test server uses (for "untrusted" tests).
-pub fn unrelated_ca_pem() -> String {
-    let dir = temp_dir("stagehand-unrelated-ca");
-    let pem = generate_ca(&dir, "Unrelated Test CA");
-    let _ = std::fs::remove_dir_all(&dir);
-    pem
 }
 
 impl Minio {

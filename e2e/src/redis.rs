@@ -8,8 +8,10 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
+
+use crate::local_server::{free_port, generate_server_cert, read, require, write};
+pub use crate::local_server::{generate_ca, temp_dir, unrelated_ca_pem};
 
 /// How to start the server.
 #[derive(Debug, Clone, Default)]
@@ -35,153 +37,6 @@ pub struct RedisServer {
     port: u16,
     tls: bool,
     default_password: Option<String>,
-}
-
-fn require(binary: &str, package: &str) {
-    let found = Command::new(binary)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok();
-    assert!(
-        found,
-        "{binary} is not installed: install the Debian package {package} (apt-get install {package})"
-    );
-}
-
-fn free_port() -> u16 {
-    match std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()) {
-        Ok(addr) => addr.port(),
-        Err(e) => panic!("no free loopback port: {e}"),
-    }
-}
-
-/// A new empty directory under the system temp dir.
-pub fn temp_dir(prefix: &str) -> PathBuf {
-    static N: AtomicU32 = AtomicU32::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "{prefix}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    if let Err(e) = std::fs::create_dir_all(&dir) {
-        panic!("cannot create {}: {e}", dir.display());
-    }
-    dir
-}
-
-fn openssl(dir: &Path, args: &[&str]) {
-    require("openssl", "openssl");
-    let out = Command::new("openssl")
-        .current_dir(dir)
-        .args(args)
-        .stdin(Stdio::null())
-        .output();
-    match out {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => panic!(
-            "openssl {args:?} failed: {}",
-            String::from_utf8_lossy(&o.stderr)
-        ),
-        Err(e) => panic!("cannot run openssl: {e}"),
-    }
-}
-
-fn read(path: &Path) -> String {
-    match std::fs::read_to_string(path) {
-        Ok(s) => s,
-        Err(e) => panic!("cannot read {}: {e}", path.display()),
-    }
-}
-
-fn write(path: &Path, text: &[u8]) {
-    if let Err(e) = std::fs::write(path, text) {
-        panic!("cannot write {}: {e}", path.display());
-    }
-}
-
-/// Generates a self-signed CA (`ca.crt`, `ca.key`, EC P-256) in `dir`; returns its PEM.
-pub fn generate_ca(dir: &Path, name: &str) -> String {
-    openssl(
-        dir,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.crt",
-            "-days",
-            "2",
-            "-subj",
-            &format!("/CN={name}"),
-            "-addext",
-            "basicConstraints=critical,CA:TRUE",
-            "-addext",
-            "keyUsage=critical,keyCertSign,cRLSign",
-        ],
-    );
-    read(&dir.join("ca.crt"))
-}
-
-/// Issues `server.crt`/`server.key` for `127.0.0.1` and `localhost` from the CA in `dir`.
-fn generate_server_cert(dir: &Path) {
-    openssl(
-        dir,
-        &[
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            "server.key",
-            "-out",
-            "server.csr",
-            "-subj",
-            "/CN=localhost",
-        ],
-    );
-    write(
-        &dir.join("server.ext"),
-        b"basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n",
-    );
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            "server.crt",
-            "-days",
-            "2",
-            "-extfile",
-            "server.ext",
-        ],
-    );
-}
-
-/// The PEM of a CA that signed nothing any test server uses (for "untrusted" tests).
-pub fn unrelated_ca_pem() -> String {
-    let dir = temp_dir("stagehand-unrelated-ca");
-    let pem = generate_ca(&dir, "Unrelated Test CA");
-    let _ = std::fs::remove_dir_all(&dir);
-    pem
 }
 
 /// RESP encoding of commands (for `redis-cli --pipe`).
