@@ -62,6 +62,18 @@ pub struct ActionContext {
     /// The Migration's object store (`spec.objectStore`), where the stages hand work over;
     /// `None` when the Migration declares none.
     pub object_store: Option<crate::handover::StoreSettings>,
+    /// Which run this is, for what actions write down (the handover records it).
+    pub run: RunIdentity,
+}
+
+/// The run an action executes in: recorded in what it writes down, so that a reader can tell
+/// which release and run wrote it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunIdentity {
+    /// The release being migrated to (the Migration's `releaseVersion`); empty when unknown.
+    pub release: String,
+    /// The MigrationRun's name, when the action runs in one.
+    pub name: Option<String>,
 }
 
 impl fmt::Debug for ActionContext {
@@ -69,6 +81,7 @@ impl fmt::Debug for ActionContext {
         f.debug_struct("ActionContext")
             .field("namespace", &self.namespace)
             .field("secrets", &self.secrets)
+            .field("run", &self.run)
             .finish()
     }
 }

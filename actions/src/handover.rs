@@ -837,8 +837,9 @@ pub const KIND_OX_FUNCTIONAL_ACCOUNTS: &str = "OxFunctionalAccounts";
 /// ```yaml
 /// apiVersion: stagehand.dev/handover/v1
 /// kind: OxFunctionalAccounts
-/// release: 1.18.0
+/// release: v1.18.0
 /// recordedAt: "2026-03-02T10:15:00Z"
+/// run: pre-v1-18-0
 /// ldapBaseDn: dc=swp-ldap,dc=internal
 /// accounts:
 ///   - name: Team Sales

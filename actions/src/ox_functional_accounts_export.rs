@@ -34,7 +34,7 @@ use serde_json::Value;
 use stagehand_config::ConfigIssue;
 
 use crate::ActionConfig;
-use crate::action::{Action, ActionContext, ActionError, Outcome};
+use crate::action::{Action, ActionContext, ActionError, Outcome, RunIdentity};
 use crate::common::{Handover, LdapBase, OxSoap, Udm};
 use crate::functional_accounts::name::{NameError, shared_account_names};
 use crate::functional_accounts::{
@@ -289,6 +289,8 @@ struct Clients {
     udm: UdmClient,
     ox: OxClient,
     store: HandoverStore,
+    /// The run, recorded in the handover.
+    run: RunIdentity,
 }
 
 impl Config {
@@ -311,7 +313,12 @@ impl Config {
             Duration::from_secs(self.ox_app_suite.request_timeout_seconds.max(1)),
         )
         .map_err(|e| ActionError::Failed(e.to_string()))?;
-        Ok(Clients { udm, ox, store })
+        Ok(Clients {
+            udm,
+            ox,
+            store,
+            run: ctx.run.clone(),
+        })
     }
 
     fn key(&self) -> &str {
@@ -622,7 +629,7 @@ impl Config {
             ))),
             (None, false) => {
                 self.check_names(&c.udm, &s.accounts).await?;
-                let doc = self.document(&s.accounts, &s.ox);
+                let doc = self.document(&c.run, &s.accounts, &s.ox);
                 let size = doc.to_yaml()?.len();
                 let r = self.report(&s.accounts, &s.ox);
                 Ok(Outcome::new(format!(
@@ -640,8 +647,14 @@ impl Config {
     }
 
     /// The handover document of `accounts`, with their OX secondary accounts.
-    fn document(&self, accounts: &[FunctionalAccount], ox: &[ContextRows]) -> OxFunctionalAccounts {
-        let mut doc = OxFunctionalAccounts::new("", now());
+    fn document(
+        &self,
+        run: &RunIdentity,
+        accounts: &[FunctionalAccount],
+        ox: &[ContextRows],
+    ) -> OxFunctionalAccounts {
+        let mut doc = OxFunctionalAccounts::new(run.release.clone(), now());
+        doc.run.clone_from(&run.name);
         doc.ldap_base_dn = Some(self.ldap.base_dn.clone());
         let mut rows: BTreeMap<String, Vec<OxSecondaryAccount>> = BTreeMap::new();
         for c in ox {
@@ -796,7 +809,7 @@ impl Config {
                 )))
             }
             (None, true) => {
-                let doc = self.document(&[], &s.ox);
+                let doc = self.document(&c.run, &[], &s.ox);
                 let size = self.write_handover(&c.store, &doc).await?;
                 tracing::info!(
                     key,
@@ -847,7 +860,7 @@ impl Config {
         }
 
         // 1. The handover, durable before anything is removed.
-        let doc = self.document(&s.accounts, &s.ox);
+        let doc = self.document(&c.run, &s.accounts, &s.ox);
         let size = self.write_handover(&c.store, &doc).await?;
         let recorded = started.elapsed();
         tracing::info!(

@@ -28,6 +28,7 @@ fn ctx(client: &Client, ns: &TestNamespace) -> ActionContext {
         namespace: ns.name.clone(),
         secrets: Secrets::default(),
         object_store: None,
+        run: Default::default(),
     }
 }
 
@@ -373,6 +374,7 @@ subjects:
         namespace: ns.name.clone(),
         secrets: Secrets::default(),
         object_store: None,
+        run: Default::default(),
     };
     for (id, config) in [
         (

@@ -46,6 +46,7 @@ fn ctx_with(password: Option<&str>) -> ActionContext {
             password.map(|p| ("ldap-admin-password".to_string(), SecretValue::new(p))),
         ),
         object_store: None,
+        run: Default::default(),
     }
 }
 
@@ -636,6 +637,7 @@ spec:
         namespace: ns.name.clone(),
         secrets: Secrets::default(),
         object_store: None,
+        run: Default::default(),
     };
     let act = action(json!({}));
     let err = tokio::time::timeout(Duration::from_secs(60), act.plan(&ctx))

@@ -140,6 +140,7 @@ impl World {
                 ),
             ]),
             object_store: None,
+            run: Default::default(),
         }
     }
 

@@ -55,6 +55,7 @@ fn context(password: &str) -> ActionContext {
             SecretValue::new(password),
         )]),
         object_store: None,
+        run: Default::default(),
     }
 }
 

@@ -32,6 +32,7 @@ async fn ctx(password: &str) -> ActionContext {
         namespace: "default".into(),
         secrets: Secrets::new([("redis-password".to_string(), SecretValue::new(password))]),
         object_store: None,
+        run: Default::default(),
     }
 }
 

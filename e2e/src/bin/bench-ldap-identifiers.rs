@@ -74,6 +74,7 @@ fn main() -> std::process::ExitCode {
                 SecretValue::new(password),
             )]),
             object_store: None,
+            run: Default::default(),
         };
         let t0 = Instant::now();
         let planned = match action.plan(&ctx).await {

@@ -73,6 +73,7 @@ async fn run(config: &serde_json::Value) -> Result<(), String> {
         namespace: "bench".into(),
         secrets: Secrets::new([("redis-password".to_string(), SecretValue::new(password))]),
         object_store: None,
+        run: Default::default(),
     };
     let server = std::env::var("REDIS_PID").ok();
     let cpu = || server.as_deref().and_then(server_cpu_seconds);

@@ -9,7 +9,7 @@ use kube::api::{Api, ListParams};
 use kube::runtime::controller::Action as Requeue;
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Client, Resource, ResourceExt};
-use stagehand_actions::action::{ActionContext, ActionError, SecretValue, Secrets};
+use stagehand_actions::action::{ActionContext, ActionError, RunIdentity, SecretValue, Secrets};
 use stagehand_actions::handover::StoreSettings;
 use stagehand_actions::{Library, instantiate};
 use stagehand_config::{
@@ -355,6 +355,10 @@ pub async fn reconcile(
         namespace: namespace.clone(),
         secrets,
         object_store: migration.spec.object_store.as_ref().map(store_settings),
+        run: RunIdentity {
+            release: migration.spec.release_version.clone(),
+            name: run.metadata.name.clone(),
+        },
     };
     let declared = declarations.stage(run.spec.stage);
     for i in 0..status.actions.len() {
