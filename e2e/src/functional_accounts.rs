@@ -476,6 +476,7 @@ impl World {
                 secret_key_file: "objectstore-migrations-secret-key".into(),
                 ca_bundle: None,
             }),
+            run: Default::default(),
         };
         World {
             minio,
@@ -583,6 +584,81 @@ impl World {
                 "sharedAccounts": {"permissionWaitSeconds": 2},
             }),
             extra,
+        )
+    }
+
+    /// Creates in `ns` the Secrets that [`World::migration`] reads its credentials from.
+    pub fn create_secrets(&self, ns: &str) {
+        for (name, key, value) in [
+            ("ums-ldap-server-admin", "password", UDM_PASSWORD),
+            ("opendesk-ox-admin-password", "password", OX_PASSWORD),
+            (
+                "objectstore-migrations-secret-key",
+                "secretKey",
+                self.minio.secret_key(),
+            ),
+        ] {
+            crate::ok(
+                "create secret",
+                &crate::kubectl(&[
+                    "create",
+                    "secret",
+                    "generic",
+                    name,
+                    "-n",
+                    ns,
+                    &format!("--from-literal={key}={value}"),
+                ]),
+            );
+        }
+    }
+
+    /// A Migration `opendesk` in `ns` (release v1.18.0, installed v1.17.3) with the export as its
+    /// pre action and the import as its post action, both against this world, every credential
+    /// read from the Secrets of [`World::create_secrets`].
+    pub fn migration(&self, ns: &str) -> String {
+        let store = self.ctx.object_store.clone().unwrap_or_else(|| {
+            panic!("the world has an object store");
+        });
+        let config = |c: Value| serde_json::to_string(&c).unwrap_or_default();
+        format!(
+            r#"apiVersion: stagehand.dev/v1beta1
+kind: Migration
+metadata: {{name: opendesk, namespace: {ns}}}
+spec:
+  releaseVersion: "v1.18.0"
+  installedRelease: "v1.17.3"
+  secretFiles:
+    - name: udm-admin-password
+      secret: {{name: ums-ldap-server-admin, key: password}}
+    - name: ox-master-password
+      secret: {{name: opendesk-ox-admin-password, key: password}}
+    - name: objectstore-migrations-secret-key
+      secret: {{name: objectstore-migrations-secret-key, key: secretKey}}
+  objectStore:
+    endpoint: "{endpoint}"
+    bucket: {BUCKET}
+    pathStyle: true
+    accessKeyId: "{access}"
+    secretKeyFile: objectstore-migrations-secret-key
+  actions:
+    pre:
+      - id: {EXPORT}
+        tag: "v1.18.0"
+        runMode: apply
+        versions: {{minimum: "v1.15", from: "v1.15", to: "v1.17"}}
+        config: {export}
+    post:
+      - id: {IMPORT}
+        tag: "v1.18.0"
+        runMode: apply
+        versions: {{minimum: "v1.15", from: "v1.15", to: "v1.17"}}
+        config: {import}
+"#,
+            endpoint = store.endpoint,
+            access = store.access_key_id,
+            export = config(self.export_config(json!({}))),
+            import = config(self.import_config(json!({}))),
         )
     }
 
@@ -805,4 +881,11 @@ pub fn merge(mut base: Value, extra: Value) -> Value {
         }
     }
     base
+}
+
+/// A MigrationRun `name` of the Migration `opendesk` in `ns` for `stage` of release v1.18.0.
+pub fn migration_run(ns: &str, name: &str, stage: &str) -> String {
+    format!(
+        "apiVersion: stagehand.dev/v1beta1\nkind: MigrationRun\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {{migrationRef: opendesk, stage: {stage}, release: v1.18.0}}\n"
+    )
 }

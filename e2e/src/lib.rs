@@ -77,10 +77,27 @@ pub fn stagehand_bin() -> PathBuf {
     BIN.get_or_init(|| {
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .current_dir(&root)
-            .args(["build", "--quiet", "-p", "stagehand", "--bin", "stagehand"])
-            .status();
+        // The profile this test was built with: a release test (the scale run) drives a
+        // release operator.
+        let profile = if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        };
+        let mut build = Command::new(cargo);
+        build.current_dir(&root).args([
+            "build",
+            "--quiet",
+            "--locked",
+            "-p",
+            "stagehand",
+            "--bin",
+            "stagehand",
+        ]);
+        if profile == "release" {
+            build.arg("--release");
+        }
+        let status = build.status();
         assert!(
             matches!(status, Ok(s) if s.success()),
             "building the stagehand binary failed: {status:?}"
@@ -88,7 +105,7 @@ pub fn stagehand_bin() -> PathBuf {
         let target = std::env::var("CARGO_TARGET_DIR")
             .map(PathBuf::from)
             .unwrap_or_else(|_| root.join("target"));
-        target.join("debug").join("stagehand")
+        target.join(profile).join("stagehand")
     })
     .clone()
 }
@@ -344,10 +361,16 @@ pub fn get(ns: &str, what: &str) -> serde_json::Value {
 
 /// `kubectl wait --for=condition=COND` (90 s); on timeout the test fails showing the object.
 pub fn wait(ns: &str, what: &str, condition: &str) {
+    wait_up_to(ns, what, condition, Duration::from_secs(90));
+}
+
+/// `kubectl wait --for=condition=COND` for at most `timeout`; on timeout the test fails showing
+/// the object.
+pub fn wait_up_to(ns: &str, what: &str, condition: &str, timeout: Duration) {
     let out = kubectl(&[
         "wait",
         &format!("--for=condition={condition}"),
-        "--timeout=90s",
+        &format!("--timeout={}s", timeout.as_secs()),
         what,
         "-n",
         ns,
