@@ -97,6 +97,25 @@ pub fn stagehand_bin() -> PathBuf {
         if profile == "release" {
             build.arg("--release");
         }
+        // Without what cargo set for this test process: build scripts that watch these
+        // (ring's watches CARGO_MANIFEST_DIR) would otherwise rebuild half the dependency tree
+        // here, and again in the next plain `cargo build`.
+        for (name, _) in std::env::vars_os() {
+            let name = name.to_string_lossy();
+            if [
+                "CARGO_MANIFEST_",
+                "CARGO_PKG_",
+                "CARGO_BIN_",
+                "CARGO_CRATE_NAME",
+            ]
+            .iter()
+            .any(|p| name.starts_with(p))
+                || name == "CARGO_PRIMARY_PACKAGE"
+                || name == "CARGO_TARGET_TMPDIR"
+            {
+                build.env_remove(name.as_ref());
+            }
+        }
         let status = build.status();
         assert!(
             matches!(status, Ok(s) if s.success()),

@@ -38,6 +38,7 @@ async fn five_thousand_functional_accounts_with_three_users_each() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(5_000);
+    let began = Instant::now();
     let client = client().await;
     install_crds();
     let ns = TestNamespace::new(&client, "fa-scale").await;
@@ -87,6 +88,7 @@ async fn five_thousand_functional_accounts_with_three_users_each() {
         "{summary}"
     );
     w.assert_imported_exactly(&seeded);
+    let whole = began.elapsed();
 
     let line = |what: &str, d: Duration| {
         println!("  {what:<34} {:>8.2} s", d.as_secs_f64());
@@ -101,6 +103,7 @@ async fn five_thousand_functional_accounts_with_three_users_each() {
     line("seed (in-process)", seed_time);
     line("pre run (export: plan + apply)", pre_time);
     line("post run (import: plan + apply)", post_time);
+    line("whole test up to the last check", whole);
     println!(
         "  requests: pre UDM {udm_pre}, OX SOAP {ox_pre}, S3 {s3_pre}; post UDM {}, OX SOAP {}, S3 {}",
         w.udm.requests().len() - udm_pre,
