@@ -6,10 +6,15 @@
 //! the rootdn, as the root user in openDesk's LDAP pod). Runs in the foreground as the current
 //! user (`-d 0`), so no init script or AppArmor profile is involved; killed by PID on drop.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use stagehand_actions::ldap::LdapError;
+use stagehand_actions::ldap::exec::{CommandOutput, CommandRunner};
 
 /// The directory's base DN (openDesk's).
 pub const BASE_DN: &str = "dc=swp-ldap,dc=internal";
@@ -439,5 +444,62 @@ mod tests {
             ldapi_url_of(Path::new("/tmp/sh slapd/ldapi")),
             "ldapi://%2Ftmp%2Fsh%20slapd%2Fldapi"
         );
+    }
+}
+
+/// Runs the LDAP exec transport's command lines (`ldapsearch`, `sh -c '… | ldapmodify'`) on this
+/// machine instead of in the LDAP pod; pointed at a [`Slapd`]'s ldapi socket they reach the
+/// directory as they would in the pod. A missing `ldap-utils` fails the test saying so.
+#[derive(Debug)]
+pub struct LocalLdapUtils;
+
+impl CommandRunner for LocalLdapUtils {
+    fn describe(&self) -> String {
+        "local ldap-utils".into()
+    }
+
+    fn run<'a>(
+        &'a self,
+        argv: &'a [String],
+        stdin: Option<&'a [u8]>,
+    ) -> BoxFuture<'a, Result<CommandOutput, LdapError>> {
+        let argv = argv.to_vec();
+        let input = stdin.map(<[u8]>::to_vec);
+        Box::pin(async move {
+            let ran = tokio::task::spawn_blocking(move || -> std::io::Result<CommandOutput> {
+                let mut child = Command::new(&argv[0])
+                    .args(&argv[1..])
+                    .stdin(if input.is_some() {
+                        Stdio::piped()
+                    } else {
+                        Stdio::null()
+                    })
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .map_err(|e| {
+                        std::io::Error::new(
+                            e.kind(),
+                            format!("cannot run {}: {e} (apt-get install ldap-utils)", argv[0]),
+                        )
+                    })?;
+                if let (Some(text), Some(mut w)) = (input, child.stdin.take()) {
+                    w.write_all(&text)?;
+                }
+                let out = child.wait_with_output()?;
+                Ok(CommandOutput {
+                    success: out.status.success(),
+                    status: format!("exit code {}", out.status.code().unwrap_or(-1)),
+                    stdout: out.stdout,
+                    stderr: out.stderr,
+                })
+            })
+            .await;
+            match ran {
+                Ok(Ok(out)) => Ok(out),
+                Ok(Err(e)) => panic!("{e}"),
+                Err(e) => panic!("the local command panicked: {e}"),
+            }
+        })
     }
 }

@@ -9,15 +9,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use stagehand_actions::action::{Action, ActionContext, SecretValue, Secrets};
+use stagehand_actions::ldap::Directory;
 use stagehand_actions::ldap::escape::child_dn;
-use stagehand_actions::ldap::exec::{CommandOutput, CommandRunner, ExecDirectory, KubeExec};
+use stagehand_actions::ldap::exec::{CommandRunner, ExecDirectory, KubeExec};
 use stagehand_actions::ldap::ldif;
-use stagehand_actions::ldap::{Directory, LdapError};
 use stagehand_actions::ldap_entryuuid_to_object_identifier::Config;
-use stagehand_e2e::slapd::{BASE_DN, ROOT_DN, ROOT_PASSWORD, Slapd, SlapdOptions};
+use stagehand_e2e::slapd::{BASE_DN, LocalLdapUtils, ROOT_DN, ROOT_PASSWORD, Slapd, SlapdOptions};
 use stagehand_e2e::{TestNamespace, client, kubeconfig, kubectl, kubectl_stdin, ok, running_pods};
 
 const ID: &str = "ldap_entryuuid_to_object_identifier";
@@ -502,54 +501,6 @@ fn over_tls_with_the_servers_ca_trusted() {
     assert_fixed(&before, &snapshot(&slapd), &[]);
 }
 
-/// Runs the exec transport's command lines here instead of in a pod.
-#[derive(Debug)]
-struct LocalRunner;
-
-impl CommandRunner for LocalRunner {
-    fn describe(&self) -> String {
-        "local ldap-utils".into()
-    }
-
-    fn run<'a>(
-        &'a self,
-        argv: &'a [String],
-        stdin: Option<&'a [u8]>,
-    ) -> BoxFuture<'a, Result<CommandOutput, LdapError>> {
-        let argv = argv.to_vec();
-        let input = stdin.map(<[u8]>::to_vec);
-        Box::pin(async move {
-            tokio::task::spawn_blocking(move || {
-                use std::io::Write;
-                use std::process::{Command, Stdio};
-                let mut child = Command::new(&argv[0])
-                    .args(&argv[1..])
-                    .stdin(if input.is_some() {
-                        Stdio::piped()
-                    } else {
-                        Stdio::null()
-                    })
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .unwrap();
-                if let (Some(text), Some(mut w)) = (input, child.stdin.take()) {
-                    w.write_all(&text).unwrap();
-                }
-                let out = child.wait_with_output().unwrap();
-                Ok(CommandOutput {
-                    success: out.status.success(),
-                    status: format!("exit code {}", out.status.code().unwrap_or(-1)),
-                    stdout: out.stdout,
-                    stderr: out.stderr,
-                })
-            })
-            .await
-            .unwrap()
-        })
-    }
-}
-
 /// Plan, apply and rerun through an exec transport (`where_` is how it describes itself).
 async fn exec_transport_fixes_what_differs(slapd: &Slapd, dir: &dyn Directory, where_: &str) {
     let cfg = config(json!({}));
@@ -589,14 +540,14 @@ async fn exec_transport_fixes_what_differs(slapd: &Slapd, dir: &dyn Directory, w
 #[tokio::test]
 async fn exec_transport_commands_fix_what_differs_over_ldapi() {
     let slapd = start("");
-    let dir = ExecDirectory::new(LocalRunner, slapd.ldapi_url());
+    let dir = ExecDirectory::new(LocalLdapUtils, slapd.ldapi_url());
     exec_transport_fixes_what_differs(&slapd, &dir, "local ldap-utils").await;
 }
 
 #[tokio::test]
 async fn exec_transport_reports_a_failing_ldapsearch() {
     let slapd = start("");
-    let dir = ExecDirectory::new(LocalRunner, slapd.ldapi_url());
+    let dir = ExecDirectory::new(LocalLdapUtils, slapd.ldapi_url());
     let cfg = config(json!({"ldap": {"baseDn": "dc=does-not-exist"}}));
     let err = cfg.plan_on(&dir).await.unwrap_err().to_string();
     assert!(err.contains("local ldap-utils"), "{err}");

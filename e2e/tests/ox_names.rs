@@ -5,16 +5,14 @@
 //! called (an offline client).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use stagehand_actions::action::{Action, ActionContext, SecretValue, Secrets};
-use stagehand_actions::ldap::LdapError;
 use stagehand_actions::ldap::escape::child_dn;
-use stagehand_actions::ldap::exec::{CommandOutput, CommandRunner, ExecDirectory};
+use stagehand_actions::ldap::exec::ExecDirectory;
 use stagehand_actions::ldap::ldif;
 use stagehand_actions::ox::OxClient;
 use stagehand_actions::ox_names_to_object_identifier::Config;
-use stagehand_e2e::slapd::{BASE_DN, ROOT_PASSWORD, Slapd, SlapdOptions};
+use stagehand_e2e::slapd::{BASE_DN, LocalLdapUtils, ROOT_PASSWORD, Slapd, SlapdOptions};
 use stagehand_simulators::http::FaultRule;
 use stagehand_simulators::ox::{self, CONTEXT_ADMIN_ID, DEFAULT_GROUP_ID, OxConfig, OxSim};
 
@@ -551,57 +549,6 @@ async fn dry_run_only_plans_and_empty_change_answers_are_accepted() {
     assert_eq!(w.user_name(1, alice), uuid(1));
 }
 
-/// Runs the exec transport's `ldapsearch` locally against the server's ldapi socket, as it runs
-/// in the LDAP pod.
-#[derive(Debug)]
-struct LocalRunner;
-
-impl CommandRunner for LocalRunner {
-    fn describe(&self) -> String {
-        "local ldap-utils".into()
-    }
-
-    fn run<'a>(
-        &'a self,
-        argv: &'a [String],
-        stdin: Option<&'a [u8]>,
-    ) -> BoxFuture<'a, Result<CommandOutput, LdapError>> {
-        let argv = argv.to_vec();
-        let input = stdin.map(<[u8]>::to_vec);
-        Box::pin(async move {
-            tokio::task::spawn_blocking(move || {
-                use std::io::Write;
-                use std::process::{Command, Stdio};
-                let mut child = Command::new(&argv[0])
-                    .args(&argv[1..])
-                    .stdin(if input.is_some() {
-                        Stdio::piped()
-                    } else {
-                        Stdio::null()
-                    })
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .unwrap_or_else(|e| {
-                        panic!("cannot run {}: {e} (apt-get install ldap-utils)", argv[0])
-                    });
-                if let (Some(text), Some(mut w)) = (input, child.stdin.take()) {
-                    w.write_all(&text).unwrap();
-                }
-                let out = child.wait_with_output().unwrap();
-                Ok(CommandOutput {
-                    success: out.status.success(),
-                    status: format!("exit code {}", out.status.code().unwrap_or(-1)),
-                    stdout: out.stdout,
-                    stderr: out.stderr,
-                })
-            })
-            .await
-            .unwrap()
-        })
-    }
-}
-
 /// The exec transport (openDesk's default: `ldapsearch` in the LDAP pod), here over the
 /// server's ldapi socket: names that `ldapsearch` prints base64-encoded come back intact.
 #[tokio::test]
@@ -620,7 +567,7 @@ async fn the_exec_transport_reads_the_iam_too() {
     let u = st.add_user(1, odd_user, "").unwrap();
     let unal = st.add_user(1, "ünal", "").unwrap();
     let staff = st.add_group(1, "Staff", "Staff", &[u]).unwrap();
-    let dir = ExecDirectory::new(LocalRunner, w.slapd.ldapi_url());
+    let dir = ExecDirectory::new(LocalLdapUtils, w.slapd.ldapi_url());
     let config: Config = serde_json::from_value(w.config(json!({}))).unwrap();
     let ox = OxClient::new(
         &w.sim.soap_url(),
