@@ -87,6 +87,30 @@ impl CommonArgs {
     }
 }
 
+/// The whole life of a simulator binary named `name`: applies the seed file of `common` (if
+/// any) to the simulator `build` makes, serves it on `common.listen` until it is told to stop,
+/// and answers the process's exit code; a failure is printed as `name: message`.
+pub async fn main<P: Protocol>(
+    name: &str,
+    common: &CommonArgs,
+    build: impl FnOnce(String) -> P,
+) -> std::process::ExitCode {
+    let served = async {
+        let protocol = build(common.admin_password()?);
+        if let Some(seed) = &common.seed {
+            apply_seed(&protocol, seed)?;
+        }
+        serve(protocol, common.listen).await
+    };
+    match served.await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{name}: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 /// Reads a seed file and applies it to a simulator.
 pub fn apply_seed<P: Protocol>(protocol: &P, path: &Path) -> Result<(), CliError> {
     let text = std::fs::read_to_string(path).map_err(|source| CliError::SeedFile {

@@ -27,23 +27,12 @@ struct Args {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let args = Args::parse();
-    match run(args).await {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("ox-soap-sim: {e}");
-            std::process::ExitCode::FAILURE
-        }
-    }
-}
-
-async fn run(args: Args) -> Result<(), cli::CliError> {
-    let mut config = OxConfig::new(&args.common.admin_user, &args.common.admin_password()?);
-    config.username_changeable = !args.username_not_changeable;
-    config.master_account_override = !args.no_master_override;
-    config.empty_change_response = args.empty_change_response;
-    let sim = OxSoap::new(config);
-    if let Some(seed) = &args.common.seed {
-        cli::apply_seed(&sim, seed)?;
-    }
-    cli::serve(sim, args.common.listen).await
+    cli::main("ox-soap-sim", &args.common, |password| {
+        let mut config = OxConfig::new(&args.common.admin_user, &password);
+        config.username_changeable = !args.username_not_changeable;
+        config.master_account_override = !args.no_master_override;
+        config.empty_change_response = args.empty_change_response;
+        OxSoap::new(config)
+    })
+    .await
 }

@@ -19,22 +19,10 @@ struct Args {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let args = Args::parse();
-    match run(args).await {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("provisioning-sim: {e}");
-            std::process::ExitCode::FAILURE
-        }
-    }
-}
-
-async fn run(args: Args) -> Result<(), cli::CliError> {
-    let mut config =
-        ProvisioningConfig::new(&args.common.admin_user, &args.common.admin_password()?);
-    config.admin_reads_single = !args.admin_cannot_read_single;
-    let sim = Provisioning::new(config);
-    if let Some(seed) = &args.common.seed {
-        cli::apply_seed(&sim, seed)?;
-    }
-    cli::serve(sim, args.common.listen).await
+    cli::main("provisioning-sim", &args.common, |password| {
+        let mut config = ProvisioningConfig::new(&args.common.admin_user, &password);
+        config.admin_reads_single = !args.admin_cannot_read_single;
+        Provisioning::new(config)
+    })
+    .await
 }

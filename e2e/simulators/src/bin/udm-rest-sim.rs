@@ -28,23 +28,12 @@ struct Args {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let args = Args::parse();
-    match run(args).await {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("udm-rest-sim: {e}");
-            std::process::ExitCode::FAILURE
-        }
-    }
-}
-
-async fn run(args: Args) -> Result<(), cli::CliError> {
-    let mut config = UdmConfig::new(&args.common.admin_user, &args.common.admin_password()?);
-    config.base_dn = args.base_dn;
-    config.html_view_enabled = !args.no_html_view;
-    config.assign_object_identifier = !args.no_object_identifier;
-    let sim = Udm::new(config);
-    if let Some(seed) = &args.common.seed {
-        cli::apply_seed(&sim, seed)?;
-    }
-    cli::serve(sim, args.common.listen).await
+    cli::main("udm-rest-sim", &args.common, |password| {
+        let mut config = UdmConfig::new(&args.common.admin_user, &password);
+        config.base_dn = args.base_dn.clone();
+        config.html_view_enabled = !args.no_html_view;
+        config.assign_object_identifier = !args.no_object_identifier;
+        Udm::new(config)
+    })
+    .await
 }

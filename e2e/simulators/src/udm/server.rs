@@ -1157,20 +1157,7 @@ impl Udm {
             return Err(udm_error(ctx, &format!("No such object. {container}")));
         }
         check_mail_unique(ctx, &store, &properties, None)?;
-        let missing: Vec<(String, String)> = def
-            .required
-            .iter()
-            .filter(|name| is_empty_value(properties.get(**name)))
-            .map(|name| {
-                (
-                    name.to_string(),
-                    format!("The property \"{name}\" is required."),
-                )
-            })
-            .collect();
-        if !missing.is_empty() {
-            return Err(invalid_properties(ctx, missing));
-        }
+        check_required(ctx, def, &properties, &[])?;
         check_pairs_unique(ctx, def, &properties)?;
         let naming = properties
             .get(def.naming)
@@ -1263,21 +1250,8 @@ impl Udm {
                 next.insert(name.clone(), value.clone());
             }
         }
-        let missing: Vec<(String, String)> = def
-            .required
-            .iter()
-            .filter(|name| !def.passwords.contains(name))
-            .filter(|name| is_empty_value(next.get(**name)))
-            .map(|name| {
-                (
-                    name.to_string(),
-                    format!("The property \"{name}\" is required."),
-                )
-            })
-            .collect();
-        if !missing.is_empty() {
-            return Err(invalid_properties(ctx, missing));
-        }
+        // Passwords are never read back, so a modification need not repeat them.
+        check_required(ctx, def, &next, def.passwords)?;
         let mut store = lock(&self.store);
         let old_key = norm_dn(&current.dn);
         let mail_changed =
@@ -1572,6 +1546,33 @@ fn modified_response(ctx: &Ctx, updated: &Stored) -> Response {
         "private, must-revalidate, no-cache, no-store".into(),
     ));
     build(StatusCode::NO_CONTENT, &headers, None)
+}
+
+/// Every required property of `def` (but those in `except`) that `properties` leaves empty →
+/// `422`, all of them in one answer.
+fn check_required(
+    ctx: &Ctx,
+    def: &ModuleDef,
+    properties: &Map<String, Value>,
+    except: &[&str],
+) -> Result<(), Response> {
+    let missing: Vec<(String, String)> = def
+        .required
+        .iter()
+        .filter(|name| !except.contains(name))
+        .filter(|name| is_empty_value(properties.get(**name)))
+        .map(|name| {
+            (
+                name.to_string(),
+                format!("The property \"{name}\" is required."),
+            )
+        })
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(invalid_properties(ctx, missing))
+    }
 }
 
 /// The mail allocator: a `mailPrimaryAddress` another object has (any module) → `422`.
