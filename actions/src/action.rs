@@ -144,4 +144,24 @@ pub trait Action: Send + Sync + fmt::Debug {
     /// Makes the change. Works out what is left from the state it finds, so that a run
     /// interrupted inside it can re-enter it safely.
     fn apply<'a>(&'a self, ctx: &'a ActionContext) -> BoxFuture<'a, Result<Outcome, ActionError>>;
+
+    /// What the action needs from its run (secret files, the object store's handover), for
+    /// validation and the run's preflight. Nothing unless the action says so.
+    fn needs(&self) -> stagehand_config::Needs {
+        stagehand_config::Needs::default()
+    }
+
+    /// Whether the action's own config makes it a dry run (`config.dryRun: true`): the engine
+    /// then runs only its planning phase, records no footprint and does not count it as
+    /// applied.
+    fn dry_run(&self) -> bool {
+        false
+    }
+
+    /// Read-only, run for every planned action of the stage before the first change: proves
+    /// connectivity and credentials that do not depend on what earlier actions change (an API
+    /// answering, a credential accepted, a bucket reachable). The default proves nothing.
+    fn preflight<'a>(&'a self, _ctx: &'a ActionContext) -> BoxFuture<'a, Result<(), ActionError>> {
+        Box::pin(async { Ok(()) })
+    }
 }

@@ -78,6 +78,12 @@ impl ActionCatalog for Library {
     fn config_issues(&self, id: &str, config: &serde_json::Value) -> Option<Vec<ConfigIssue>> {
         config_issues_of(id, config)
     }
+
+    fn needs(&self, id: &str, config: &serde_json::Value) -> stagehand_config::Needs {
+        instantiate(id, config)
+            .map(|action| action.needs())
+            .unwrap_or_default()
+    }
 }
 
 /// Builds the action a declaration names from its config (validated before, so a config

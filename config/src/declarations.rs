@@ -3,6 +3,7 @@
 
 use serde_json::{Map, Value};
 
+use crate::fingerprint::{ActionDigest, Fingerprint, digest};
 use crate::problems::{Problem, ProblemCode};
 use crate::series::{Release, Series};
 use crate::{Footprint, Stage};
@@ -14,7 +15,7 @@ pub const DECLARATION_KEYS: [&str; 5] = ["id", "tag", "runMode", "versions", "co
 /// The keys an `actionsSkip` entry may hold.
 pub const SKIP_KEYS: [&str; 2] = ["id", "tag"];
 /// The keys a Migration spec may hold (both served versions).
-pub const SPEC_KEYS: [&str; 7] = [
+pub const SPEC_KEYS: [&str; 8] = [
     "releaseVersion",
     "actions",
     "actionsSkip",
@@ -22,6 +23,7 @@ pub const SPEC_KEYS: [&str; 7] = [
     "objectStore",
     "installedRelease",
     "suspend",
+    "historyConfigMap",
 ];
 
 /// The document is not a Migration at all, so there is nothing to validate.
@@ -69,6 +71,8 @@ pub struct Declaration {
     pub to: Option<Series>,
     /// The action's config (an empty object when left out).
     pub config: Value,
+    /// The digest of the declaration as written (what a run freezes).
+    pub digest: String,
 }
 
 /// One `actionsSkip` entry as written.
@@ -89,6 +93,8 @@ pub struct StageDeclarations {
     pub actions: Vec<Declaration>,
     /// The opt-outs.
     pub skips: Vec<SkipEntry>,
+    /// The digest of the stage's `actionsSkip` as written.
+    pub skips_digest: String,
 }
 
 /// The declarations of a Migration's spec, with the problems found while reading them.
@@ -102,8 +108,21 @@ pub struct Declarations {
     pub pre: StageDeclarations,
     /// The `post` stage.
     pub post: StageDeclarations,
+    /// The `name` of every `secretFiles` entry, in order.
+    pub secret_files: Vec<String>,
+    /// The `objectStore`, when one is declared.
+    pub object_store: Option<ObjectStoreRef>,
+    /// The digests of `releaseVersion`, `secretFiles` and `objectStore` as written.
+    pub spec_digests: [String; 3],
     /// Problems met while reading (missing ids, versions keys, invalid versions, ...).
     pub problems: Vec<Problem>,
+}
+
+/// What validation needs of the declared `objectStore`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ObjectStoreRef {
+    /// The `secretFiles` name of the store identity's secret key, when given.
+    pub secret_key_file: Option<String>,
 }
 
 /// What a Migration's status has recorded.
@@ -126,10 +145,50 @@ impl Declarations {
         }
     }
 
+    /// What a run of `stage` freezes (see [`crate::fingerprint`]).
+    pub fn fingerprint(&self, stage: Stage) -> Fingerprint {
+        let decls = self.stage(stage);
+        let [release, secrets, store] = self.spec_digests.clone();
+        Fingerprint {
+            fields: [release, secrets, store, decls.skips_digest.clone()],
+            actions: decls
+                .actions
+                .iter()
+                .map(|d| ActionDigest {
+                    index: d.index,
+                    id: d.id.clone(),
+                    digest: d.digest.clone(),
+                })
+                .collect(),
+        }
+    }
+
     /// Reads a Migration `spec` (as JSON).
     pub fn from_spec(spec: &Value) -> Result<Self, ManifestError> {
         let spec = as_object(spec, "spec")?;
         let mut out = Declarations::default();
+        let written = |key: &str| digest(spec.get(key).unwrap_or(&Value::Null));
+        out.spec_digests = [
+            written("releaseVersion"),
+            written("secretFiles"),
+            written("objectStore"),
+        ];
+        if let Some(files) = spec.get("secretFiles").and_then(Value::as_array) {
+            out.secret_files = files
+                .iter()
+                .filter_map(|f| f.get("name").and_then(Value::as_str))
+                .map(str::to_string)
+                .collect();
+        }
+        if let Some(store) = spec.get("objectStore").filter(|v| !v.is_null()) {
+            out.object_store = Some(ObjectStoreRef {
+                secret_key_file: store
+                    .get("secretKeyFile")
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string),
+            });
+        }
         match spec.get("releaseVersion") {
             None | Some(Value::Null) => out.problems.push(Problem::top(
                 ProblemCode::InvalidVersion,
@@ -195,6 +254,11 @@ impl Declarations {
             };
             target.actions = decls;
             target.skips = skip_entries;
+            target.skips_digest = digest(
+                skips
+                    .and_then(|m| m.get(stage.as_str()))
+                    .unwrap_or(&Value::Null),
+            );
         }
         Ok(out)
     }
@@ -388,6 +452,7 @@ fn read_declaration(
         from: None,
         to: None,
         config: Value::Object(Map::new()),
+        digest: digest(entry),
     };
     let Some(entry) = entry.as_object() else {
         problems.push(Problem::at(

@@ -5,6 +5,7 @@
 //! Pure: no I/O, no async, no clock. Callers read files and clusters; this crate decides.
 
 pub mod declarations;
+pub mod fingerprint;
 pub mod plan;
 pub mod problems;
 pub mod series;
@@ -14,8 +15,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use declarations::{
-    Declaration, Declarations, ManifestError, Recorded, SkipEntry, read_manifest,
+    Declaration, Declarations, ManifestError, ObjectStoreRef, Recorded, SkipEntry, read_manifest,
 };
+pub use fingerprint::{Change, Fingerprint};
 pub use plan::{Decision, Plan, PlannedAction, Reason, plan_stage};
 pub use problems::{Finding, Problem, ProblemCode, Warning, WarningCode};
 pub use series::{Release, Series, VersionError, Window};
@@ -103,6 +105,42 @@ pub trait ActionCatalog {
     /// `None` when `id` is not an action of the library; otherwise everything wrong with
     /// `config` for it (empty when valid).
     fn config_issues(&self, id: &str, config: &serde_json::Value) -> Option<Vec<ConfigIssue>>;
+
+    /// What the action `id` with this (valid) `config` needs from its run; empty for an
+    /// unknown id or an invalid config.
+    fn needs(&self, _id: &str, _config: &serde_json::Value) -> Needs {
+        Needs::default()
+    }
+}
+
+/// What a declared action needs from its run besides its config. Validation checks it
+/// against the declarations (no cluster needed); the run's preflight checks it against the
+/// cluster for the whole stage before the first change.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Needs {
+    /// The `secretFiles` names the action reads (for the config it was declared with).
+    pub secret_files: Vec<String>,
+    /// The handover object the action writes or reads in the Migration's `objectStore`, when
+    /// it hands work over between the stages.
+    pub handover: Option<Handover>,
+}
+
+/// One side of a handover between the stages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Handover {
+    /// The object key in the store (`handover.objectKey`).
+    pub object_key: String,
+    /// Whether the action writes (export, pre) or reads (import, post) the object.
+    pub role: HandoverRole,
+}
+
+/// Which side of a handover an action is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandoverRole {
+    /// Writes the handover object (the export in `pre`).
+    Writes,
+    /// Reads the handover object (the import in `post`).
+    Reads,
 }
 
 /// What the planner knows about the deployment.

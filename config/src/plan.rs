@@ -59,6 +59,12 @@ pub struct PlannedAction {
     pub decision: Decision,
     /// Why.
     pub reason: Reason,
+    /// The declaration's config, which execution hands to the action.
+    #[serde(skip)]
+    pub config: serde_json::Value,
+    /// The digest of the declaration as written, which the run freezes.
+    #[serde(skip)]
+    pub digest: String,
 }
 
 impl PlannedAction {
@@ -104,6 +110,8 @@ pub fn plan_stage(declarations: &Declarations, stage: Stage, context: &Context) 
                 run_mode: d.run_mode.clone(),
                 decision,
                 reason,
+                config: d.config.clone(),
+                digest: d.digest.clone(),
             })
         })
         .collect();
@@ -141,7 +149,7 @@ fn decide(
 }
 
 /// A skip entry matches stage, id and tag exactly, including the absence of a tag.
-fn opted_out(d: &Declaration, decls: &StageDeclarations) -> bool {
+pub(crate) fn opted_out(d: &Declaration, decls: &StageDeclarations) -> bool {
     decls
         .skips
         .iter()

@@ -29,6 +29,18 @@ pub enum ProblemCode {
     MistypedSkip,
     /// The action's `config` (or a declaration key) is not what the action accepts.
     InvalidConfig,
+    /// An action reads a credential (or the object store's secret key) whose name
+    /// `secretFiles` does not list.
+    MissingSecretFile,
+    /// An action hands work over between the stages but the Migration declares no
+    /// `objectStore`.
+    MissingObjectStore,
+    /// The action that writes a handover object and the one that reads it name different
+    /// `handover.objectKey`s.
+    HandoverKeyMismatch,
+    /// Only one half of a handover pair is opted out (e.g. the Functional Accounts export in
+    /// `pre` but not the import in `post`): the migration would be half applied.
+    HalfOptOut,
 }
 
 /// Something worth knowing that does not fail validation.

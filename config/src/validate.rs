@@ -1,8 +1,9 @@
 //! Validation of both stages, collecting every problem (SPEC 4.2).
 
 use crate::declarations::{Declarations, StageDeclarations};
+use crate::plan::opted_out;
 use crate::problems::{Problem, ProblemCode, Warning, WarningCode};
-use crate::{ActionCatalog, Context, Stage};
+use crate::{ActionCatalog, Context, HandoverRole, Needs, Stage};
 
 /// Everything validation found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -35,6 +36,7 @@ pub fn validate(
         check_actions(stage, decls, context, catalog, &mut report.problems);
         check_skips(stage, decls, &mut report);
     }
+    check_needs(declarations, catalog, &mut report.problems);
     report.problems.sort_by_key(document_order);
     report.warnings.sort_by_key(document_order);
     report
@@ -156,6 +158,135 @@ fn check_skips(stage: Stage, decls: &StageDeclarations, report: &mut Report) {
                     "the opt-out names {id:?} with {} but the {stage} stage declares it with {}: fix the tag, or the action you meant to skip would run",
                     tag_text(skip.tag.as_deref()),
                     declared.join(", ")
+                ),
+            ));
+        }
+    }
+}
+
+/// What every declared action that is not opted out needs from the run, checked against the
+/// declarations: its secret files listed, an object store for a handover (and its secret key
+/// listed), the same handover key on both sides, and no handover pair opted out by half.
+fn check_needs(
+    declarations: &Declarations,
+    catalog: &dyn ActionCatalog,
+    problems: &mut Vec<Problem>,
+) {
+    struct Side<'a> {
+        stage: Stage,
+        index: usize,
+        id: &'a str,
+        key: String,
+        role: HandoverRole,
+        opted_out: bool,
+    }
+    let mut sides: Vec<Side<'_>> = Vec::new();
+    for stage in Stage::ALL {
+        let decls = declarations.stage(stage);
+        for d in &decls.actions {
+            let Some(id) = d.id.as_deref() else { continue };
+            if !catalog
+                .config_issues(id, &d.config)
+                .is_some_and(|i| i.is_empty())
+            {
+                continue;
+            }
+            let Needs {
+                secret_files,
+                handover,
+            } = catalog.needs(id, &d.config);
+            let skipped = opted_out(d, decls);
+            let hands_over = handover.is_some();
+            if let Some(h) = handover {
+                sides.push(Side {
+                    stage,
+                    index: d.index,
+                    id,
+                    key: h.object_key.clone(),
+                    role: h.role,
+                    opted_out: skipped,
+                });
+            }
+            if skipped {
+                continue;
+            }
+            for file in secret_files {
+                if !declarations.secret_files.contains(&file) {
+                    problems.push(Problem::at(
+                        ProblemCode::MissingSecretFile,
+                        stage,
+                        d.index,
+                        Some(id),
+                        "secretFiles",
+                        format!(
+                            "{id} reads the secret file {file:?} but secretFiles does not list it: add {{name: {file}, secret: {{name: <Secret>, key: <key>}}}} to secretFiles"
+                        ),
+                    ));
+                }
+            }
+            if hands_over {
+                match &declarations.object_store {
+                    None => problems.push(Problem::at(
+                        ProblemCode::MissingObjectStore,
+                        stage,
+                        d.index,
+                        Some(id),
+                        "objectStore",
+                        format!(
+                            "{id} hands work over between the stages in the object store, but the Migration declares no objectStore: set spec.objectStore (endpoint, bucket, accessKeyId, secretKeyFile)"
+                        ),
+                    )),
+                    Some(store) => {
+                        if let Some(file) = &store.secret_key_file
+                            && !declarations.secret_files.contains(file)
+                        {
+                            problems.push(Problem::at(
+                                ProblemCode::MissingSecretFile,
+                                stage,
+                                d.index,
+                                Some(id),
+                                "objectStore.secretKeyFile",
+                                format!(
+                                    "{id} uses the object store, whose secretKeyFile {file:?} is not listed in secretFiles: add it there"
+                                ),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for side in &sides {
+        let others: Vec<&Side<'_>> = sides.iter().filter(|o| o.role != side.role).collect();
+        if side.role == HandoverRole::Reads {
+            for writer in others.iter().filter(|w| !w.opted_out && !side.opted_out) {
+                if writer.key != side.key {
+                    problems.push(Problem::at(
+                        ProblemCode::HandoverKeyMismatch,
+                        side.stage,
+                        side.index,
+                        Some(side.id),
+                        "config.handover.objectKey",
+                        format!(
+                            "{} reads the handover object {:?} but {} (actions.{}[{}]) writes {:?}: use the same handover.objectKey in both",
+                            side.id, side.key, writer.id, writer.stage, writer.index, writer.key
+                        ),
+                    ));
+                }
+            }
+        }
+        if side.opted_out
+            && let Some(other) = others.iter().find(|o| !o.opted_out && o.key == side.key)
+        {
+            problems.push(Problem::at(
+                ProblemCode::HalfOptOut,
+                side.stage,
+                side.index,
+                Some(side.id),
+                "actionsSkip",
+                format!(
+                    "{} is opted out but {} (actions.{}[{}]), the other half of its handover, is not: opt out of both or of neither, or the migration is half applied",
+                    side.id, other.id, other.stage, other.index
                 ),
             ));
         }

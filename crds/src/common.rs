@@ -219,6 +219,10 @@ pub struct ActionStatus {
     /// A short human summary of what the action did or would do.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
+    /// The digest of the declaration the run planned (`sha256:...` of its id, tag, runMode,
+    /// versions and config as written): the run executes exactly this declaration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
 }
 
 /// The status of a Migration.
@@ -270,6 +274,38 @@ pub struct MigrationRunStatus {
     /// When the run finished (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion_time: Option<String>,
+    /// What the run froze when it planned; it applies nothing more once the Migration's
+    /// declarations for its stage differ (reason `DeclarationsChanged`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frozen_plan: Option<FrozenPlan>,
+    /// Seconds the run waited while its Migration was suspended (not counted towards
+    /// `waitTimeoutSeconds`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspended_seconds: Option<i64>,
+    /// Since when the run waits on a suspended Migration (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspended_since: Option<String>,
+}
+
+/// What a run froze when it planned: the Migration's generation and the digests of the
+/// stage's declarations (`sha256:` of the canonical JSON as written). Each planned action's
+/// own digest is in its entry of `actions`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FrozenPlan {
+    /// The Migration's `metadata.generation` when the run planned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub migration_generation: Option<i64>,
+    /// One digest over everything frozen.
+    pub digest: String,
+    /// The digest of `releaseVersion`.
+    pub release_version: String,
+    /// The digest of `secretFiles`.
+    pub secret_files: String,
+    /// The digest of `objectStore`.
+    pub object_store: String,
+    /// The digest of the stage's `actionsSkip`.
+    pub actions_skip: String,
 }
 
 /// The schema of an action's `config`: any object, kept as written.

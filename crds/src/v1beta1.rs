@@ -73,6 +73,12 @@ pub struct MigrationSpec {
     #[serde(default)]
     #[schemars(default = "default_false")]
     pub suspend: bool,
+    /// The ConfigMap (same namespace) that holds the deployment's history: the record of
+    /// truth of every footprint and the last migrated release, which outlives this Migration
+    /// (no owner reference). Default `<metadata.name>-history`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub history_config_map: Option<String>,
 }
 
 fn default_false() -> bool {

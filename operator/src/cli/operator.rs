@@ -114,7 +114,7 @@ async fn operate(args: OperatorArgs) -> u8 {
     if !args.leader_elect {
         info!("leader election disabled");
         readiness.set(true);
-        run_controllers(client, namespace, metrics).await;
+        run_controllers(client, namespace, metrics, stop).await;
         return EXIT_OK;
     }
 
@@ -154,7 +154,7 @@ async fn operate(args: OperatorArgs) -> u8 {
     // Leading: the controllers stop by themselves on SIGTERM/SIGINT (letting the current
     // reconcile finish); losing the lease stops them at once and exits non-zero so that no two
     // replicas ever run together.
-    let controllers = run_controllers(client, namespace, metrics);
+    let controllers = run_controllers(client, namespace, metrics, stop.clone());
     tokio::pin!(controllers);
     let code = tokio::select! {
         () = &mut controllers => EXIT_OK,
@@ -181,9 +181,15 @@ async fn stopping(mut stop: watch::Receiver<bool>) {
     let _ = stop.wait_for(|stop| *stop).await;
 }
 
-/// Runs the controllers until they stop (on SIGTERM/SIGINT).
-async fn run_controllers(client: kube::Client, namespace: Option<String>, metrics: Metrics) {
-    crate::run::controller::run(client, namespace, metrics).await;
+/// Runs the controllers until they stop (on SIGTERM/SIGINT); `stop` tells the run engine to
+/// start no new action.
+async fn run_controllers(
+    client: kube::Client,
+    namespace: Option<String>,
+    metrics: Metrics,
+    stop: watch::Receiver<bool>,
+) {
+    crate::run::controller::run(client, namespace, metrics, stop).await;
 }
 
 /// Resolves on SIGTERM or SIGINT.

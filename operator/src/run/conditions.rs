@@ -17,15 +17,29 @@ pub enum Phase {
     Failed(String),
     /// The declarations have problems; nothing was executed.
     Invalid(String),
+    /// Waiting to start because the Migration is suspended (`spec.suspend: true`).
+    Suspended(String),
+    /// The Migration's declarations for the stage changed after the run planned them; it
+    /// applies nothing more.
+    DeclarationsChanged(String),
+    /// The preflight found problems before the first change; nothing was applied.
+    PreflightFailed(String),
+    /// The history ledger exists but cannot be read; nothing was changed.
+    HistoryUnreadable(String),
 }
 
 impl Phase {
     /// Whether the run is over.
     pub fn is_terminal(&self) -> bool {
-        matches!(
+        !matches!(
             self,
-            Phase::Succeeded(_) | Phase::Failed(_) | Phase::Invalid(_)
+            Phase::Waiting(_) | Phase::Running(_) | Phase::Suspended(_)
         )
+    }
+
+    /// Whether the run is stuck until someone acts (`Stalled=True`).
+    pub fn is_stalled(&self) -> bool {
+        self.is_terminal() && !matches!(self, Phase::Succeeded(_))
     }
 
     /// The `Ready` reason.
@@ -36,16 +50,25 @@ impl Phase {
             Phase::Succeeded(_) => "Succeeded",
             Phase::Failed(_) => "Failed",
             Phase::Invalid(_) => "Invalid",
+            Phase::Suspended(_) => "Suspended",
+            Phase::DeclarationsChanged(_) => "DeclarationsChanged",
+            Phase::PreflightFailed(_) => "PreflightFailed",
+            Phase::HistoryUnreadable(_) => "HistoryUnreadable",
         }
     }
 
-    fn message(&self) -> &str {
+    /// The conditions' message.
+    pub fn message(&self) -> &str {
         match self {
             Phase::Waiting(m)
             | Phase::Running(m)
             | Phase::Succeeded(m)
             | Phase::Failed(m)
-            | Phase::Invalid(m) => m,
+            | Phase::Invalid(m)
+            | Phase::Suspended(m)
+            | Phase::DeclarationsChanged(m)
+            | Phase::PreflightFailed(m)
+            | Phase::HistoryUnreadable(m) => m,
         }
     }
 }
@@ -85,7 +108,7 @@ pub fn run_conditions(
     let message = phase.message();
     let done = phase.is_terminal();
     let succeeded = matches!(phase, Phase::Succeeded(_));
-    let stalled = matches!(phase, Phase::Failed(_) | Phase::Invalid(_));
+    let stalled = phase.is_stalled();
     let mut out = vec![
         condition("Ready", succeeded, reason, message, generation, previous),
         condition("Reconciling", !done, reason, message, generation, previous),
@@ -104,9 +127,10 @@ pub fn run_conditions(
     out
 }
 
-/// The conditions of a Migration: `Ready` when its declarations are valid, `Stalled` with
-/// every problem otherwise.
+/// The conditions of a Migration: `Ready` when its declarations are valid and its history
+/// readable, `Stalled` with every problem otherwise (reason `Invalid` or `HistoryUnreadable`).
 pub fn migration_conditions(
+    reason: &str,
     problems: &[String],
     generation: Option<i64>,
     previous: &[Condition],
@@ -126,8 +150,8 @@ pub fn migration_conditions(
     } else {
         let message = format!("{} problem(s): {}", problems.len(), problems.join("; "));
         vec![
-            condition("Ready", false, "Invalid", &message, generation, previous),
-            condition("Stalled", true, "Invalid", &message, generation, previous),
+            condition("Ready", false, reason, &message, generation, previous),
+            condition("Stalled", true, reason, &message, generation, previous),
         ]
     }
 }
@@ -161,6 +185,45 @@ mod tests {
         assert_eq!(get(&failed, "Ready").observed_generation, Some(2));
         let invalid = run_conditions(&Phase::Invalid("2 problems".into()), None, &[]);
         assert_eq!(get(&invalid, "Ready").reason, "Invalid");
+    }
+
+    #[test]
+    fn new_reasons_have_their_contracted_shapes() {
+        for phase in [
+            Phase::DeclarationsChanged("x".into()),
+            Phase::PreflightFailed("x".into()),
+            Phase::HistoryUnreadable("x".into()),
+        ] {
+            let c = run_conditions(&phase, Some(1), &[]);
+            let reason = phase.reason();
+            assert_eq!(
+                (
+                    get(&c, "Stalled").status.as_str(),
+                    get(&c, "Stalled").reason.as_str()
+                ),
+                ("True", reason)
+            );
+            assert_eq!(
+                (
+                    get(&c, "Ready").status.as_str(),
+                    get(&c, "Ready").reason.as_str()
+                ),
+                ("False", reason)
+            );
+            assert_eq!(get(&c, "Reconciling").status, "False", "{reason}");
+            assert_eq!(get(&c, "Succeeded").status, "False", "{reason}");
+        }
+        let suspended = run_conditions(&Phase::Suspended("held".into()), Some(1), &[]);
+        assert_eq!(
+            (
+                get(&suspended, "Ready").status.as_str(),
+                get(&suspended, "Ready").reason.as_str()
+            ),
+            ("False", "Suspended")
+        );
+        assert_eq!(get(&suspended, "Reconciling").status, "True");
+        assert_eq!(get(&suspended, "Stalled").status, "False");
+        assert!(suspended.iter().all(|c| c.type_ != "Succeeded"), "not over");
     }
 
     #[test]

@@ -7,56 +7,85 @@ use std::time::Duration;
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::{Action as Requeue, Controller};
+use kube::runtime::events::EventType;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
-use stagehand_actions::Library;
-use stagehand_config::{Context, Declarations, Recorded, validate};
+use stagehand_config::Warning;
 use stagehand_crds::{Migration, MigrationRun};
+use tokio::sync::watch;
 use tracing::{info, warn};
 
+use super::assess::assess;
 use super::conditions::migration_conditions;
-use super::engine::{EngineError, Shared, reconcile};
+use super::engine::{EngineError, Shared, event, reconcile};
+use super::history::History;
 use super::status::update_migration_status;
 
-/// Validates a Migration and writes its conditions and problems.
+/// A Migration's reconcile: its history ledger (written from its status when a Migration of
+/// an older Stagehand has none yet) mirrored into its status, and its declarations assessed
+/// into its conditions and problems. Warnings are logged and published as Events on it.
 async fn reconcile_migration(
     migration: Arc<Migration>,
     shared: Arc<Shared>,
 ) -> Result<Requeue, EngineError> {
     let namespace = migration.namespace().unwrap_or_default();
+    let name = migration.name_any();
     let api: Api<Migration> = Api::namespaced(shared.client.clone(), &namespace);
-    let spec =
-        serde_json::to_value(&migration.spec).map_err(|e| EngineError::Manifest(e.to_string()))?;
-    let status = serde_json::to_value(&migration.status)
-        .map_err(|e| EngineError::Manifest(e.to_string()))?;
-    let (problems, lines) = match (
-        Declarations::from_spec(&spec),
-        Recorded::from_status(Some(&status)),
-    ) {
-        (Ok(declarations), Ok(recorded)) => {
-            let report = validate(
-                &declarations,
-                &Context::new(&declarations, &recorded, None),
-                &Library,
-            );
-            let lines = report
-                .problems
-                .iter()
-                .map(|p| format!("{} {}: {}", p.code, p.location(), p.message))
-                .collect();
-            (report.problems, lines)
+    let history = History::of(&shared.client, &migration);
+    let (reason, lines, problems, ledger) = match history.ensure(migration.status.as_ref()).await {
+        Ok(ledger) => match assess(&migration, &ledger) {
+            Ok(a) => {
+                publish_warnings(&shared, &migration, &a.warnings).await;
+                ("Valid", Vec::new(), Vec::new(), Some(ledger))
+            }
+            Err(invalid) => {
+                publish_warnings(&shared, &migration, &invalid.warnings).await;
+                ("Invalid", invalid.lines, invalid.problems, Some(ledger))
+            }
+        },
+        Err(e) if e.is_unreadable() => {
+            warn!(migration = %name, error = %e, "history ledger unreadable");
+            ("HistoryUnreadable", vec![e.to_string()], Vec::new(), None)
         }
-        (Err(e), _) | (_, Err(e)) => (Vec::new(), vec![e.to_string()]),
+        Err(e) => return Err(e.into()),
     };
     let generation = migration.metadata.generation;
-    update_migration_status(&api, &migration.name_any(), |s| {
-        s.conditions = migration_conditions(&lines, generation, &s.conditions);
+    update_migration_status(&api, &name, |s| {
+        s.conditions = migration_conditions(reason, &lines, generation, &s.conditions);
         s.problems = problems.clone();
         s.observed_generation = generation;
+        if let Some(ledger) = &ledger {
+            s.history = ledger.history();
+            s.last_migrated_release = ledger.last_migrated_release.clone();
+        }
     })
     .await?;
     Ok(Requeue::await_change())
+}
+
+/// Logs every warning and, once per generation of the Migration, publishes it as a Warning
+/// Event on it.
+async fn publish_warnings(shared: &Shared, migration: &Migration, warnings: &[Warning]) {
+    let new_generation = migration
+        .status
+        .as_ref()
+        .and_then(|s| s.observed_generation)
+        != migration.metadata.generation;
+    for w in warnings {
+        let line = format!("{} {}: {}", w.code, w.location(), w.message);
+        warn!(migration = %migration.name_any(), code = %w.code, "{line}");
+        if new_generation {
+            event(
+                &shared.recorder,
+                migration,
+                EventType::Warning,
+                &w.code.to_string(),
+                line,
+            )
+            .await;
+        }
+    }
 }
 
 fn retry(object: Arc<DynamicObject>, error: &EngineError, shared: Arc<Shared>) -> Requeue {
@@ -173,8 +202,13 @@ pub async fn migrate_own_crds(client: &Client, recorder: &Recorder) {
 }
 
 /// Runs both controllers until the process is asked to stop. `namespace` limits them to one
-/// namespace.
-pub async fn run(client: Client, namespace: Option<String>, metrics: crate::metrics::Metrics) {
+/// namespace; `stopping` turns true on SIGTERM, after which no run starts a new action.
+pub async fn run(
+    client: Client,
+    namespace: Option<String>,
+    metrics: crate::metrics::Metrics,
+    stopping: watch::Receiver<bool>,
+) {
     let reporter = Reporter {
         controller: "stagehand".into(),
         instance: std::env::var("POD_NAME").ok(),
@@ -183,6 +217,7 @@ pub async fn run(client: Client, namespace: Option<String>, metrics: crate::metr
         client: client.clone(),
         recorder: Recorder::new(client.clone(), reporter),
         metrics,
+        stopping,
     });
     migrate_own_crds(&client, &shared.recorder).await;
     // Both kinds are watched as untyped objects and decoded one by one in the reconciler, so

@@ -1,28 +1,42 @@
-//! One reconcile of a MigrationRun: wait, validate, plan, execute in order, record.
+//! One reconcile of a MigrationRun, as a short pipeline of named steps:
+//!
+//! `gate` (may it start now) → `assess` (history readable, declarations valid) → `plan`
+//! (frozen into status on the first pass; on later passes, the Migration must still declare
+//! it) → `preflight` (before the first change) → `execute` (one action at a time, ledger
+//! first) → `finish`.
+//!
+//! Each step that decides is a pure function in its own module ([`super::gate`],
+//! [`super::assess`], [`super::freeze`], [`super::ledger`], [`super::preflight`]); this
+//! module only reads and writes the cluster around them.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams};
 use kube::runtime::controller::Action as Requeue;
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Client, Resource, ResourceExt};
-use stagehand_actions::action::{ActionContext, ActionError, RunIdentity, SecretValue, Secrets};
+use stagehand_actions::action::{ActionContext, ActionError, RunIdentity, Secrets};
 use stagehand_actions::handover::StoreSettings;
-use stagehand_actions::{Library, instantiate};
-use stagehand_config::{
-    Context, Decision, Declarations, Recorded, Release, Stage, plan_stage, validate,
-};
-use stagehand_crds::common::{
-    ActionDecision, ActionStatus, HistoryEntry, MigrationRunStatus, SecretFile,
-};
+use stagehand_actions::instantiate;
+use stagehand_config::{Declarations, Footprint, Plan, Reason, Stage, plan_stage};
+use stagehand_crds::common::{ActionDecision, ActionStatus, HistoryEntry, MigrationRunStatus};
 use stagehand_crds::{Migration, MigrationRun};
-use tracing::{info, warn};
+use tokio::sync::watch;
+use tracing::{Instrument, info, info_span, warn};
 
+use super::assess::{Assessment, assess};
 use super::conditions::{Phase, run_conditions};
-use super::status::{StatusError, apply_run_status, update_migration_status};
+use super::freeze::{declarations_changed, freeze};
+use super::gate::{Gate, gate, pre_run_of, terminal, track_suspension};
+use super::history::{History, HistoryError, mirror};
+use super::preflight::{Prepared, declared_problems, load_secrets, needed_files, prove};
+use super::status::{StatusError, apply_run_status};
+
+/// The reason of an action that ran in dry-run mode (the run's `spec.dryRun` or its own
+/// `config.dryRun`): it changed nothing, records no footprint and does not count as applied.
+pub const DRY_RUN: &str = "DryRun";
 
 /// What the controllers share.
 #[derive(Clone)]
@@ -33,6 +47,8 @@ pub struct Shared {
     pub recorder: Recorder,
     /// Counts runs and actions for `/metrics`.
     pub metrics: crate::metrics::Metrics,
+    /// Becomes true when the operator is asked to stop: no new action starts.
+    pub stopping: watch::Receiver<bool>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -47,6 +63,9 @@ pub enum EngineError {
     /// A status write failed.
     #[error(transparent)]
     Status(#[from] StatusError),
+    /// The history ledger could not be reached.
+    #[error(transparent)]
+    History(#[from] HistoryError),
     /// Reading the cluster failed.
     #[error("{context}: {source}")]
     Read {
@@ -55,17 +74,10 @@ pub enum EngineError {
         /// The answer.
         source: kube::Error,
     },
-    /// The Migration's spec could not be read as declarations at all.
-    #[error("{0}")]
-    Manifest(String),
 }
 
 fn now() -> String {
     Timestamp::now().to_string()
-}
-
-fn terminal(status: &MigrationRunStatus) -> bool {
-    status.conditions.iter().any(|c| c.type_ == "Succeeded")
 }
 
 fn progress(actions: &[ActionStatus]) -> String {
@@ -76,12 +88,23 @@ fn progress(actions: &[ActionStatus]) -> String {
     format!("{done}/{}", actions.len())
 }
 
-/// Publishes an Event on the run; a failure to publish is logged, never fatal.
+/// `action <index> <id>`, as every message names an action.
+fn label(a: &ActionStatus) -> String {
+    format!("action {} {}", a.index, a.id)
+}
+
+/// Publishes an Event on `object`; a failure to publish is logged, never fatal.
 ///
 /// Events of one action (`action 3 workload_scale: ...`) carry `action-3-workload_scale` as
-/// their action, run-level ones `Run`: the recorder folds events with the same reason and
-/// action into one series, and two actions' starts must stay two events.
-async fn event(shared: &Shared, run: &MigrationRun, type_: EventType, reason: &str, note: String) {
+/// their action, others `Run`: the recorder folds events with the same reason and action
+/// into one series, and two actions' starts must stay two events.
+pub async fn event<K: Resource<DynamicType = ()>>(
+    recorder: &Recorder,
+    object: &K,
+    type_: EventType,
+    reason: &str,
+    note: String,
+) {
     let action = match note.strip_prefix("action ") {
         Some(rest) => format!(
             "action-{}",
@@ -100,56 +123,9 @@ async fn event(shared: &Shared, run: &MigrationRun, type_: EventType, reason: &s
         action: action.chars().take(128).collect(),
         secondary: None,
     };
-    if let Err(e) = shared.recorder.publish(&ev, &run.object_ref(&())).await {
-        warn!(run = %run.name_any(), error = %e, "cannot publish event");
+    if let Err(e) = recorder.publish(&ev, &object.object_ref(&())).await {
+        warn!(error = %e, "cannot publish event");
     }
-}
-
-/// Writes the run's status in `phase` (conditions derived from it).
-async fn write(
-    shared: &Shared,
-    api: &Api<MigrationRun>,
-    run: &MigrationRun,
-    status: &mut MigrationRunStatus,
-    phase: &Phase,
-) -> Result<(), EngineError> {
-    status.conditions = run_conditions(phase, run.metadata.generation, &status.conditions);
-    status.observed_generation = run.metadata.generation;
-    status.progress = Some(progress(&status.actions));
-    let key = format!("{}/{}", run.namespace().unwrap_or_default(), run.name_any());
-    shared
-        .metrics
-        .run_waiting(&key, matches!(phase, Phase::Waiting(_)));
-    if phase.is_terminal() && status.completion_time.is_none() {
-        status.completion_time = Some(now());
-        shared
-            .metrics
-            .run_finished(&phase.reason().to_ascii_lowercase());
-    }
-    apply_run_status(api, &run.name_any(), status).await?;
-    Ok(())
-}
-
-/// Ends the run in `phase` (Failed or Invalid): writes the status, then a Warning Event with
-/// the same message.
-async fn end_stalled(
-    shared: &Shared,
-    api: &Api<MigrationRun>,
-    run: &MigrationRun,
-    status: &mut MigrationRunStatus,
-    phase: Phase,
-) -> Result<Requeue, EngineError> {
-    write(shared, api, run, status, &phase).await?;
-    let message = match &phase {
-        Phase::Failed(m)
-        | Phase::Invalid(m)
-        | Phase::Waiting(m)
-        | Phase::Running(m)
-        | Phase::Succeeded(m) => m.clone(),
-    };
-    warn!(run = %run.name_any(), reason = phase.reason(), %message, "run stalled");
-    event(shared, run, EventType::Warning, phase.reason(), message).await;
-    Ok(Requeue::await_change())
 }
 
 /// The action library's view of the Migration's `spec.objectStore`.
@@ -166,373 +142,242 @@ fn store_settings(store: &stagehand_crds::common::ObjectStore) -> StoreSettings 
     }
 }
 
-/// Reads the credentials named in `secretFiles` from their Secrets. Missing optional ones are
-/// left out; a missing required one is an error naming the secret file (never a value).
-pub async fn load_secrets(
-    client: &Client,
-    namespace: &str,
-    files: &[SecretFile],
-) -> Result<Secrets, String> {
-    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let mut values = Vec::new();
-    for file in files {
-        let optional = file.secret.optional.unwrap_or(false);
-        let secret = api.get_opt(&file.secret.name).await.map_err(|e| {
-            format!(
-                "secret file {:?}: reading Secret {}: {e}",
-                file.name, file.secret.name
-            )
-        })?;
-        let value = secret
-            .and_then(|s| s.data)
-            .and_then(|d| d.get(&file.secret.key).cloned())
-            .map(|bytes| String::from_utf8_lossy(&bytes.0).into_owned());
-        match value {
-            Some(v) => values.push((file.name.clone(), SecretValue::new(v))),
-            None if optional => {}
-            None => {
-                return Err(format!(
-                    "secret file {:?}: Secret {}/{} has no key {:?} (and it is not optional)",
-                    file.name, namespace, file.secret.name, file.secret.key
-                ));
-            }
-        }
-    }
-    Ok(Secrets::new(values))
+/// One run being reconciled: its APIs and the status being built.
+struct Reconcile {
+    shared: Arc<Shared>,
+    run: Arc<MigrationRun>,
+    runs: Api<MigrationRun>,
+    migrations: Api<Migration>,
+    status: MigrationRunStatus,
 }
 
-/// Reconciles one MigrationRun.
+impl Reconcile {
+    /// Writes the run's status in `phase` (conditions derived from it).
+    async fn write(&mut self, phase: &Phase) -> Result<(), EngineError> {
+        let run = &self.run;
+        let status = &mut self.status;
+        status.conditions = run_conditions(phase, run.metadata.generation, &status.conditions);
+        status.observed_generation = run.metadata.generation;
+        status.progress = Some(progress(&status.actions));
+        let key = format!("{}/{}", run.namespace().unwrap_or_default(), run.name_any());
+        self.shared.metrics.run_waiting(
+            &key,
+            matches!(phase, Phase::Waiting(_) | Phase::Suspended(_)),
+        );
+        if phase.is_terminal() && status.completion_time.is_none() {
+            status.completion_time = Some(now());
+            self.shared
+                .metrics
+                .run_finished(&phase.reason().to_ascii_lowercase());
+        }
+        apply_run_status(&self.runs, &run.name_any(), status).await?;
+        Ok(())
+    }
+
+    async fn event(&self, type_: EventType, reason: &str, note: String) {
+        event(&self.shared.recorder, &*self.run, type_, reason, note).await;
+    }
+
+    /// Ends the run in a stalled `phase`: writes the status, then a Warning Event with the
+    /// same message.
+    async fn end(&mut self, phase: Phase) -> Result<Requeue, EngineError> {
+        self.write(&phase).await?;
+        let message = phase.message().to_string();
+        warn!(reason = phase.reason(), %message, "run stalled");
+        self.event(EventType::Warning, phase.reason(), message)
+            .await;
+        Ok(Requeue::await_change())
+    }
+}
+
+/// Reconciles one MigrationRun (within a `run` span: every log line carries the run).
 pub async fn reconcile(
     run: Arc<MigrationRun>,
     shared: Arc<Shared>,
 ) -> Result<Requeue, EngineError> {
+    let span = info_span!(
+        "run",
+        run = %run.name_any(),
+        namespace = %run.namespace().unwrap_or_default(),
+        stage = %run.spec.stage,
+    );
+    pipeline(run, shared).instrument(span).await
+}
+
+async fn pipeline(run: Arc<MigrationRun>, shared: Arc<Shared>) -> Result<Requeue, EngineError> {
     let namespace = run.namespace().unwrap_or_default();
-    let name = run.name_any();
-    let runs: Api<MigrationRun> = Api::namespaced(shared.client.clone(), &namespace);
-    let migrations: Api<Migration> = Api::namespaced(shared.client.clone(), &namespace);
-    let mut status = run.status.clone().unwrap_or_default();
-    if terminal(&status) {
+    let mut r = Reconcile {
+        runs: Api::namespaced(shared.client.clone(), &namespace),
+        migrations: Api::namespaced(shared.client.clone(), &namespace),
+        status: run.status.clone().unwrap_or_default(),
+        shared,
+        run,
+    };
+    if terminal(&r.status) {
         return Ok(Requeue::await_change());
     }
 
-    // Waiting: for the Migration, for the right release, for other runs, for the pre run.
-    let read = |context: String| move |source| EngineError::Read { context, source };
-    let migration = migrations
-        .get_opt(&run.spec.migration_ref)
-        .await
-        .map_err(read(format!(
-            "reading Migration {}",
-            run.spec.migration_ref
-        )))?;
-    let waiting = match &migration {
-        None => Some(format!(
-            "Migration {} not found in {namespace}",
-            run.spec.migration_ref
-        )),
-        Some(m) if !same_release(&m.spec.release_version, &run.spec.release) => Some(format!(
-            "the run is for release {} but Migration {} declares {}: apply the Migration of this release first",
-            run.spec.release, run.spec.migration_ref, m.spec.release_version
-        )),
-        Some(_) if status.start_time.is_none() => blocked_by_others(&runs, &run).await?,
-        Some(_) => None,
-    };
-    if let Some(message) = waiting {
-        let waited = run
-            .metadata
-            .creation_timestamp
-            .as_ref()
-            .map(|t| Timestamp::now().duration_since(t.0).as_secs());
-        if waited.is_some_and(|w| w > run.spec.wait_timeout_seconds) {
-            let message = format!(
-                "gave up after waitTimeoutSeconds={}: {message}",
-                run.spec.wait_timeout_seconds
-            );
-            return end_stalled(&shared, &runs, &run, &mut status, Phase::Failed(message)).await;
-        }
-        write(&shared, &runs, &run, &mut status, &Phase::Waiting(message)).await?;
-        return Ok(Requeue::requeue(Duration::from_secs(3)));
-    }
-    let Some(migration) = migration else {
-        return Ok(Requeue::requeue(Duration::from_secs(3)));
-    };
-
-    // Validate both stages before anything runs.
-    let spec =
-        serde_json::to_value(&migration.spec).map_err(|e| EngineError::Manifest(e.to_string()))?;
-    let declarations =
-        Declarations::from_spec(&spec).map_err(|e| EngineError::Manifest(e.to_string()))?;
-    let status_json = serde_json::to_value(&migration.status)
-        .map_err(|e| EngineError::Manifest(e.to_string()))?;
-    let recorded = Recorded::from_status(Some(&status_json))
-        .map_err(|e| EngineError::Manifest(e.to_string()))?;
-    let context = Context::new(&declarations, &recorded, None);
-    let report = validate(&declarations, &context, &Library);
-    if !report.is_valid() {
-        let lines: Vec<String> = report
-            .problems
-            .iter()
-            .map(|p| format!("{} {}: {}", p.code, p.location(), p.message))
-            .collect();
-        status.problems = report.problems.clone();
-        let message = format!(
-            "{} problem(s) in the declarations, nothing was executed: {}",
-            lines.len(),
-            lines.join("; ")
-        );
-        return end_stalled(&shared, &runs, &run, &mut status, Phase::Invalid(message)).await;
-    }
-
-    // The plan, with decisions and reasons, goes to status before anything executes.
-    if status.start_time.is_none() {
-        let plan = plan_stage(&declarations, run.spec.stage, &context);
-        status.start_time = Some(now());
-        status.last_migrated_release = context.last_migrated.as_ref().map(ToString::to_string);
-        status.actions = plan
-            .actions
-            .iter()
-            .map(|a| ActionStatus {
-                index: u32::try_from(a.index).unwrap_or(u32::MAX),
-                id: a.id.clone(),
-                tag: a.tag.clone(),
-                run_mode: a.run_mode.clone(),
-                decision: if a.decision == Decision::Run {
-                    ActionDecision::Run
-                } else {
-                    ActionDecision::Skipped
-                },
-                reason: a.reason.as_str().to_string(),
-                start_time: None,
-                completion_time: None,
-                summary: None,
-            })
-            .collect();
-        write(
-            &shared,
-            &runs,
-            &run,
-            &mut status,
-            &Phase::Running("planned".into()),
-        )
-        .await?;
-        for a in status
-            .actions
-            .iter()
-            .filter(|a| a.decision == ActionDecision::Skipped)
-        {
-            event(
-                &shared,
-                &run,
-                EventType::Normal,
-                "Skipped",
-                format!("action {} {}: skipped ({})", a.index, a.id, a.reason),
-            )
-            .await;
-            shared.metrics.action_finished(&a.id, "skipped", 0.0);
-        }
-        info!(run = %name, stage = %run.spec.stage, actions = status.actions.len(), "planned");
-    }
-
-    // Execute, strictly in order; Succeeded actions are never repeated.
-    // Credentials are read only when an action is going to run (a fresh installation, whose
-    // Secrets may not exist yet, reads none).
-    let pending = status
-        .actions
-        .iter()
-        .any(|a| a.decision == ActionDecision::Run);
-    let files = if pending {
-        migration.spec.secret_files.as_slice()
+    // 1. gate
+    let migration = read_migration(&r).await?;
+    let siblings = if r.status.start_time.is_none() || r.run.spec.stage == Stage::Post {
+        list_runs(&r.runs).await?
     } else {
-        &[]
+        Vec::new()
     };
-    let secrets = match load_secrets(&shared.client, &namespace, files).await {
-        Ok(s) => s,
-        Err(message) => {
-            return end_stalled(&shared, &runs, &run, &mut status, Phase::Failed(message)).await;
+    let decision = gate(&r.run, migration.as_ref(), &siblings, Timestamp::now());
+    track_suspension(&mut r.status, &decision, Timestamp::now());
+    let migration = match (decision, migration) {
+        (Gate::Go, Some(m)) => m,
+        (Gate::TimedOut(message), _) => return r.end(Phase::Failed(message)).await,
+        (Gate::Suspended(message), _) => {
+            r.write(&Phase::Suspended(message)).await?;
+            return Ok(Requeue::requeue(Duration::from_secs(3)));
+        }
+        (Gate::Wait(message), _) => {
+            r.write(&Phase::Waiting(message)).await?;
+            return Ok(Requeue::requeue(Duration::from_secs(3)));
+        }
+        // The gate goes only with a Migration.
+        (Gate::Go, None) => return Ok(Requeue::requeue(Duration::from_secs(3))),
+    };
+
+    // 2. assess: the history first (the record of truth), then the declarations.
+    let history = History::of(&r.shared.client, &migration);
+    let ledger = match history.ensure(migration.status.as_ref()).await {
+        Ok(l) => l,
+        Err(e) if e.is_unreadable() => return r.end(Phase::HistoryUnreadable(e.to_string())).await,
+        Err(e) => return Err(e.into()),
+    };
+    let assessment = match assess(&migration, &ledger) {
+        Ok(a) => a,
+        Err(invalid) => {
+            r.status.problems = invalid.problems.clone();
+            return r.end(Phase::Invalid(invalid.message())).await;
         }
     };
-    let action_context = ActionContext {
-        client: shared.client.clone(),
-        namespace: namespace.clone(),
-        secrets,
-        object_store: migration.spec.object_store.as_ref().map(store_settings),
+
+    // 3. plan: frozen into status before anything executes; later passes check it.
+    let stage = r.run.spec.stage;
+    let plan = plan_stage(&assessment.declarations, stage, &assessment.context);
+    let fingerprint = assessment.declarations.fingerprint(stage);
+    if r.status.start_time.is_none() {
+        let (actions, frozen) = freeze(&plan, &fingerprint, migration.metadata.generation);
+        r.status.start_time = Some(now());
+        r.status.last_migrated_release = assessment
+            .context
+            .last_migrated
+            .as_ref()
+            .map(ToString::to_string);
+        r.status.actions = actions;
+        r.status.frozen_plan = Some(frozen);
+        r.write(&Phase::Running("planned".into())).await?;
+        report_skips(&r).await;
+        info!(actions = r.status.actions.len(), "planned");
+    } else if r.status.frozen_plan.is_none() {
+        // Planned by a Stagehand that did not freeze plans: freeze what is declared now.
+        let (actions, frozen) = freeze(&plan, &fingerprint, migration.metadata.generation);
+        for (entry, planned) in r.status.actions.iter_mut().zip(actions) {
+            if entry.index == planned.index {
+                entry.digest = planned.digest;
+            }
+        }
+        r.status.frozen_plan = Some(frozen);
+    } else if let Some(message) =
+        declarations_changed(&r.status, &fingerprint, migration.metadata.generation)
+    {
+        return r.end(Phase::DeclarationsChanged(message)).await;
+    }
+    let prepared = match prepare(&r.status, &plan) {
+        Ok(p) => p,
+        Err(message) => return r.end(Phase::Failed(message)).await,
+    };
+
+    // 4. preflight, before the first change; on resume, the credentials again.
+    let files = migration.spec.secret_files.as_slice();
+    let store = migration.spec.object_store.as_ref();
+    let actions: Vec<&Prepared> = prepared.iter().map(|(_, p)| p).collect();
+    let needed = needed_files(&actions, store.map(|s| s.secret_key_file.as_str()));
+    let first_pass = r.status.actions.iter().all(|a| a.start_time.is_none());
+    let mut ctx = ActionContext {
+        client: r.shared.client.clone(),
+        namespace: r.run.namespace().unwrap_or_default(),
+        secrets: Secrets::default(),
+        object_store: store.map(store_settings),
         run: RunIdentity {
             release: migration.spec.release_version.clone(),
-            name: run.metadata.name.clone(),
+            name: r.run.metadata.name.clone(),
         },
     };
-    let declared = declarations.stage(run.spec.stage);
-    for i in 0..status.actions.len() {
-        if status.actions[i].decision != ActionDecision::Run {
-            continue;
-        }
-        let (index, id) = (status.actions[i].index, status.actions[i].id.clone());
-        let config = declared
-            .actions
-            .get(index as usize)
-            .map(|d| d.config.clone())
-            .unwrap_or_default();
-        if status.actions[i].start_time.is_none() {
-            status.actions[i].start_time = Some(now());
-        }
-        write(
-            &shared,
-            &runs,
-            &run,
-            &mut status,
-            &Phase::Running(format!("action {index} {id}")),
-        )
-        .await?;
-        event(
-            &shared,
-            &run,
-            EventType::Normal,
-            "Started",
-            format!("action {index} {id}"),
-        )
-        .await;
-        info!(run = %name, action = %id, index, dry_run = run.spec.dry_run, "action started");
-        let started = std::time::Instant::now();
-        let result = run_action(&id, &config, &action_context, run.spec.dry_run).await;
-        let outcome = if result.is_ok() {
-            "succeeded"
+    if !prepared.is_empty() {
+        let mut problems = if first_pass {
+            declared_problems(&actions, files, store.is_some(), &needed)
         } else {
-            "failed"
+            Vec::new()
         };
-        shared
-            .metrics
-            .action_finished(&id, outcome, started.elapsed().as_secs_f64());
-        status.actions[i].completion_time = Some(now());
-        match result {
-            Ok(summary) => {
-                status.actions[i].decision = ActionDecision::Succeeded;
-                status.actions[i].summary = Some(summary.clone());
-                if !run.spec.dry_run
-                    && let Some(tag) = status.actions[i].tag.clone()
-                {
-                    let entry = HistoryEntry {
-                        stage: Some(run.spec.stage),
-                        id: id.clone(),
-                        tag: Some(tag),
-                        run_mode: status.actions[i].run_mode.clone(),
-                        release: Some(migration.spec.release_version.clone()),
-                        run_name: Some(name.clone()),
-                        completed_at: status.actions[i].completion_time.clone(),
-                    };
-                    record_footprint(&migrations, &run.spec.migration_ref, entry).await?;
-                }
-                write(
-                    &shared,
-                    &runs,
-                    &run,
-                    &mut status,
-                    &Phase::Running(format!("action {index} {id} succeeded")),
-                )
-                .await?;
-                event(
-                    &shared,
-                    &run,
-                    EventType::Normal,
-                    "Succeeded",
-                    format!("action {index} {id}: {summary}"),
-                )
-                .await;
-                info!(run = %name, action = %id, index, %summary, "action succeeded");
-            }
-            Err(e) => {
-                status.actions[i].decision = ActionDecision::Failed;
-                status.actions[i].reason = "Failed".into();
-                status.actions[i].summary = Some(e.to_string());
-                let message = format!("action {index} {id} failed: {e}");
-                warn!(run = %name, action = %id, index, error = %e, "action failed");
-                return end_stalled(&shared, &runs, &run, &mut status, Phase::Failed(message))
-                    .await;
-            }
+        match load_secrets(&r.shared.client, &ctx.namespace, files, &needed).await {
+            Ok(secrets) => ctx.secrets = secrets,
+            Err(found) => problems.extend(found),
+        }
+        if first_pass && problems.is_empty() {
+            problems.extend(prove(&actions, &ctx).await);
+        }
+        if !problems.is_empty() {
+            let message = super::preflight::message(&problems);
+            return if first_pass {
+                r.end(Phase::PreflightFailed(message)).await
+            } else {
+                r.end(Phase::Failed(message)).await
+            };
+        }
+        if first_pass {
+            info!(actions = prepared.len(), "preflight passed");
         }
     }
 
-    if run.spec.stage == Stage::Post && !run.spec.dry_run {
-        let release = migration.spec.release_version.clone();
-        update_migration_status(&migrations, &run.spec.migration_ref, |s| {
-            s.last_migrated_release = Some(release.clone())
+    // 5. execute, strictly in order; Succeeded actions are never repeated.
+    for (i, p) in &prepared {
+        if *r.shared.stopping.borrow() {
+            let message = format!(
+                "the operator is stopping: {} and the rest start when it runs again",
+                p.label
+            );
+            info!(%message, "not starting the next action");
+            r.write(&Phase::Running(message)).await?;
+            return Ok(Requeue::await_change());
+        }
+        if let Some(message) = changed_since_plan(&r).await? {
+            return r.end(Phase::DeclarationsChanged(message)).await;
+        }
+        let span =
+            info_span!("action", index = r.status.actions[*i].index, id = %r.status.actions[*i].id);
+        if let Some(requeue) = execute(&mut r, &history, &assessment, *i, p, &ctx)
+            .instrument(span)
+            .await?
+        {
+            return Ok(requeue);
+        }
+    }
+
+    // 6. finish
+    finish(&mut r, &history, &siblings).await
+}
+
+async fn read_migration(r: &Reconcile) -> Result<Option<Migration>, EngineError> {
+    r.migrations
+        .get_opt(&r.run.spec.migration_ref)
+        .await
+        .map_err(|source| EngineError::Read {
+            context: format!("reading Migration {}", r.run.spec.migration_ref),
+            source,
         })
-        .await?;
-    }
-    let done = format!(
-        "{} action(s) declared, {} run",
-        status.actions.len(),
-        status
-            .actions
-            .iter()
-            .filter(|a| a.decision == ActionDecision::Succeeded)
-            .count()
-    );
-    write(
-        &shared,
-        &runs,
-        &run,
-        &mut status,
-        &Phase::Succeeded(done.clone()),
-    )
-    .await?;
-    event(&shared, &run, EventType::Normal, "Completed", done).await;
-    info!(run = %name, "run succeeded");
-    Ok(Requeue::await_change())
 }
 
-/// Plans (and unless dry, applies) one action; returns its summary.
-async fn run_action(
-    id: &str,
-    config: &serde_json::Value,
-    ctx: &ActionContext,
-    dry_run: bool,
-) -> Result<String, ActionError> {
-    let action = instantiate(id, config)?;
-    let planned = action.plan(ctx).await?;
-    if dry_run {
-        return Ok(format!("dry run: {}", planned.summary));
-    }
-    Ok(action.apply(ctx).await?.summary)
-}
-
-/// Adds a footprint to the Migration's history (once).
-async fn record_footprint(
-    migrations: &Api<Migration>,
-    name: &str,
-    entry: HistoryEntry,
-) -> Result<(), EngineError> {
-    update_migration_status(migrations, name, |s| {
-        let known = s.history.iter().any(|h| {
-            h.stage == entry.stage
-                && h.id == entry.id
-                && h.tag == entry.tag
-                && h.run_mode == entry.run_mode
-        });
-        if !known {
-            s.history.push(entry.clone());
-        }
-    })
-    .await?;
-    Ok(())
-}
-
-fn same_release(a: &str, b: &str) -> bool {
-    match (Release::parse(a), Release::parse(b)) {
-        (Ok(x), Ok(y)) => x == y,
-        _ => a == b,
-    }
-}
-
-/// Why this run may not start yet: another run of the Migration is running or was created
-/// first, or (post) the release's pre run has not succeeded.
-async fn blocked_by_others(
-    runs: &Api<MigrationRun>,
-    run: &MigrationRun,
-) -> Result<Option<String>, EngineError> {
-    // Listed untyped and decoded one by one: a malformed run is not a sibling that blocks.
-    let namespace = run.namespace().unwrap_or_default();
+/// Every run of the namespace, listed untyped and decoded one by one: a malformed run is not
+/// a sibling that blocks.
+async fn list_runs(runs: &Api<MigrationRun>) -> Result<Vec<MigrationRun>, EngineError> {
     let untyped: Api<kube::api::DynamicObject> = Api::namespaced_with(
         runs.clone().into_client(),
-        &namespace,
+        runs.namespace().unwrap_or_default(),
         &kube::api::ApiResource::erase::<MigrationRun>(&()),
     );
     let all = untyped
@@ -542,7 +387,7 @@ async fn blocked_by_others(
             context: "listing MigrationRuns".into(),
             source,
         })?;
-    let decoded: Vec<MigrationRun> = all
+    Ok(all
         .items
         .iter()
         .filter_map(|o| {
@@ -550,65 +395,258 @@ async fn blocked_by_others(
                 .and_then(serde_json::from_value)
                 .ok()
         })
-        .collect();
-    let siblings: Vec<&MigrationRun> = decoded
+        .collect())
+}
+
+/// Events and logs of the actions the plan skips.
+async fn report_skips(r: &Reconcile) {
+    for a in r
+        .status
+        .actions
         .iter()
-        .filter(|r| {
-            r.spec.migration_ref == run.spec.migration_ref && r.name_any() != run.name_any()
-        })
-        .collect();
-    let unfinished = |r: &&&MigrationRun| !r.status.as_ref().is_some_and(terminal);
-    if let Some(other) = siblings
-        .iter()
-        .filter(unfinished)
-        .find(|r| r.status.as_ref().is_some_and(|s| s.start_time.is_some()))
+        .filter(|a| a.decision == ActionDecision::Skipped)
     {
-        return Ok(Some(format!(
-            "MigrationRun {} of the same Migration is running",
-            other.name_any()
-        )));
-    }
-    let key = |r: &MigrationRun| {
-        (
-            r.metadata.creation_timestamp.clone().map(|t| t.0),
-            r.name_any(),
+        info!(index = a.index, id = %a.id, reason = %a.reason, "action skipped");
+        r.event(
+            EventType::Normal,
+            "Skipped",
+            format!("{}: skipped ({})", label(a), a.reason),
         )
-    };
-    // A post run waits for its release's pre run, so it never goes before that pre run
-    // (whatever the creation order): otherwise each would wait for the other.
-    let waits_for_run = |r: &&&MigrationRun| {
-        !(run.spec.stage == Stage::Pre
-            && r.spec.stage == Stage::Post
-            && same_release(&r.spec.release, &run.spec.release))
-    };
-    if let Some(earlier) = siblings
-        .iter()
-        .filter(unfinished)
-        .filter(waits_for_run)
-        .find(|r| key(r) < key(run))
-    {
-        return Ok(Some(format!(
-            "MigrationRun {} of the same Migration was created first",
-            earlier.name_any()
-        )));
+        .await;
+        r.shared.metrics.action_finished(&a.id, "skipped", 0.0);
     }
-    if run.spec.stage == Stage::Post {
-        let pre_done = siblings.iter().any(|r| {
-            r.spec.stage == Stage::Pre
-                && !r.spec.dry_run
-                && same_release(&r.spec.release, &run.spec.release)
-                && r.status.as_ref().is_some_and(|s| {
-                    s.conditions
-                        .iter()
-                        .any(|c| c.type_ == "Succeeded" && c.status == "True")
-                })
-        });
-        if !pre_done {
-            return Ok(Some(format!(
-                "waiting for the pre run of release {} to succeed",
-                run.spec.release
-            )));
+}
+
+/// The actions still to run (decision `Run`), each built from the declaration the plan
+/// selected, with its position in `status.actions`.
+fn prepare(status: &MigrationRunStatus, plan: &Plan) -> Result<Vec<(usize, Prepared)>, String> {
+    let mut out = Vec::new();
+    for (i, a) in status.actions.iter().enumerate() {
+        if a.decision != ActionDecision::Run {
+            continue;
+        }
+        let planned = plan
+            .actions
+            .iter()
+            .find(|p| p.index == a.index as usize && p.id == a.id)
+            .ok_or_else(|| format!("{} is no longer declared", label(a)))?;
+        let action = instantiate(&a.id, &planned.config)
+            .map_err(|e| format!("{} cannot be built: {e}", label(a)))?;
+        out.push((
+            i,
+            Prepared {
+                label: label(a),
+                action,
+            },
+        ));
+    }
+    Ok(out)
+}
+
+/// Reads the Migration again: `Some(message)` when its declarations for the stage are no
+/// longer the planned ones (or it is gone).
+async fn changed_since_plan(r: &Reconcile) -> Result<Option<String>, EngineError> {
+    let Some(migration) = read_migration(r).await? else {
+        return Ok(Some(format!(
+            "Migration {} was deleted while the run was going; nothing more is applied",
+            r.run.spec.migration_ref
+        )));
+    };
+    let spec = serde_json::to_value(&migration.spec).unwrap_or_default();
+    let Ok(declarations) = Declarations::from_spec(&spec) else {
+        return Ok(Some(
+            "the Migration's spec can no longer be read; nothing more is applied".into(),
+        ));
+    };
+    Ok(declarations_changed(
+        &r.status,
+        &declarations.fingerprint(r.run.spec.stage),
+        migration.metadata.generation,
+    ))
+}
+
+/// The footprint an action of the run records, if it is tagged.
+fn footprint(stage: Stage, a: &ActionStatus) -> Option<Footprint> {
+    a.tag.as_ref().map(|tag| Footprint {
+        stage,
+        id: a.id.clone(),
+        tag: Some(tag.clone()),
+        run_mode: a.run_mode.clone(),
+    })
+}
+
+/// Runs one planned action: ledger first (a footprint recorded before a crash is not applied
+/// again), then the action, then its footprint in the ledger, then the status. `Some` ends
+/// the reconcile.
+async fn execute(
+    r: &mut Reconcile,
+    history: &History,
+    assessment: &Assessment,
+    i: usize,
+    p: &Prepared,
+    ctx: &ActionContext,
+) -> Result<Option<Requeue>, EngineError> {
+    let stage = r.run.spec.stage;
+    let dry = r.run.spec.dry_run || p.action.dry_run();
+    let print = footprint(stage, &r.status.actions[i]);
+    if r.status.actions[i].start_time.is_some()
+        && !dry
+        && let Some(print) = &print
+    {
+        // Re-entering an action: the ledger may hold its footprint (the operator stopped
+        // after writing it and before writing the run's status).
+        let recorded = match history.read().await {
+            Ok(l) => l.is_some_and(|l| l.contains(print)),
+            Err(e) if e.is_unreadable() => {
+                return r
+                    .end(Phase::HistoryUnreadable(e.to_string()))
+                    .await
+                    .map(Some);
+            }
+            Err(e) => return Err(e.into()),
+        } || assessment.recorded(print);
+        if recorded {
+            let a = &mut r.status.actions[i];
+            a.decision = ActionDecision::Succeeded;
+            a.reason = Reason::FootprintRecorded.as_str().into();
+            a.completion_time.get_or_insert_with(now);
+            a.summary = Some(
+                "its footprint is in the history ledger: it succeeded before the operator stopped, and is not applied again".into(),
+            );
+            info!("footprint already recorded: not applied again");
+            r.write(&Phase::Running(format!("{} already done", p.label)))
+                .await?;
+            return Ok(None);
         }
     }
-    Ok(None)
+    if r.status.actions[i].start_time.is_none() {
+        r.status.actions[i].start_time = Some(now());
+    }
+    r.write(&Phase::Running(p.label.clone())).await?;
+    r.event(EventType::Normal, "Started", p.label.clone()).await;
+    info!(dry_run = dry, "action started");
+    let started = std::time::Instant::now();
+    let result = run_action(p, ctx, dry).await;
+    let id = r.status.actions[i].id.clone();
+    r.shared.metrics.action_finished(
+        &id,
+        if result.is_ok() {
+            "succeeded"
+        } else {
+            "failed"
+        },
+        started.elapsed().as_secs_f64(),
+    );
+    r.status.actions[i].completion_time = Some(now());
+    match result {
+        Ok(summary) => {
+            if !dry && let Some(print) = &print {
+                let a = &r.status.actions[i];
+                let entry = HistoryEntry {
+                    stage: Some(print.stage),
+                    id: print.id.clone(),
+                    tag: print.tag.clone(),
+                    run_mode: print.run_mode.clone(),
+                    release: Some(ctx.run.release.clone()),
+                    run_name: ctx.run.name.clone(),
+                    completed_at: a.completion_time.clone(),
+                };
+                let ledger = history
+                    .update(|l| {
+                        l.record(entry.clone());
+                    })
+                    .await?;
+                mirror(&r.migrations, &r.run.spec.migration_ref, &ledger).await?;
+            }
+            let a = &mut r.status.actions[i];
+            a.decision = ActionDecision::Succeeded;
+            if dry {
+                a.reason = DRY_RUN.into();
+            }
+            a.summary = Some(summary.clone());
+            r.write(&Phase::Running(format!("{} succeeded", p.label)))
+                .await?;
+            r.event(
+                EventType::Normal,
+                "Succeeded",
+                format!("{}: {summary}", p.label),
+            )
+            .await;
+            info!(%summary, "action succeeded");
+            Ok(None)
+        }
+        Err(e) => {
+            let a = &mut r.status.actions[i];
+            a.decision = ActionDecision::Failed;
+            a.reason = "Failed".into();
+            a.summary = Some(e.to_string());
+            warn!(error = %e, "action failed");
+            let message = format!("{} failed: {e}", p.label);
+            r.end(Phase::Failed(message)).await.map(Some)
+        }
+    }
+}
+
+/// Plans (and unless dry, applies) one action; returns its summary.
+async fn run_action(p: &Prepared, ctx: &ActionContext, dry: bool) -> Result<String, ActionError> {
+    let planned = p.action.plan(ctx).await?;
+    if dry {
+        return Ok(format!("dry run, nothing changed: {}", planned.summary));
+    }
+    Ok(p.action.apply(ctx).await?.summary)
+}
+
+/// Whether any action of `status` ran as a dry run.
+fn had_dry_run(status: &MigrationRunStatus) -> bool {
+    status.actions.iter().any(|a| a.reason == DRY_RUN)
+}
+
+/// The last step: a post run records the release in the ledger (unless it, or the pre run it
+/// followed, ran an action as a dry run: that work is still to do), then the run succeeds.
+async fn finish(
+    r: &mut Reconcile,
+    history: &History,
+    siblings: &[MigrationRun],
+) -> Result<Requeue, EngineError> {
+    let release = r.run.spec.release.clone();
+    let mut note = String::new();
+    if r.run.spec.stage == Stage::Post && !r.run.spec.dry_run {
+        let pre_dry = pre_run_of(&r.run, siblings)
+            .and_then(|p| p.status.as_ref())
+            .is_some_and(had_dry_run);
+        if pre_dry || had_dry_run(&r.status) {
+            note = "; the release is not recorded as migrated: an action of this release ran as a dry run (config.dryRun), so its work is still to do".to_string();
+        } else {
+            let migration = read_migration(r).await?;
+            let recorded = migration
+                .as_ref()
+                .map(|m| m.spec.release_version.clone())
+                .unwrap_or(release);
+            let ledger = history
+                .update(|l| l.last_migrated_release = Some(recorded.clone()))
+                .await?;
+            mirror(&r.migrations, &r.run.spec.migration_ref, &ledger).await?;
+        }
+    }
+    let count = |d: ActionDecision| r.status.actions.iter().filter(|a| a.decision == d).count();
+    let dry = r
+        .status
+        .actions
+        .iter()
+        .filter(|a| a.reason == DRY_RUN)
+        .count();
+    let done = format!(
+        "{} action(s) declared, {} run{}{note}",
+        r.status.actions.len(),
+        count(ActionDecision::Succeeded),
+        if dry > 0 {
+            format!(" ({dry} as dry runs, nothing changed)")
+        } else {
+            String::new()
+        }
+    );
+    r.write(&Phase::Succeeded(done.clone())).await?;
+    r.event(EventType::Normal, "Completed", done).await;
+    info!("run succeeded");
+    Ok(Requeue::await_change())
 }

@@ -7,7 +7,13 @@
 //! status: after a restart, actions already `Succeeded` are not repeated and the interrupted
 //! one is re-entered.
 
+pub mod assess;
 pub mod conditions;
 pub mod controller;
 pub mod engine;
+pub mod freeze;
+pub mod gate;
+pub mod history;
+pub mod ledger;
+pub mod preflight;
 pub mod status;

@@ -1,0 +1,392 @@
+//! Step 1, `gate` (pure): may this run start now? Ordering (a post run after its release's pre
+//! run), exclusivity (one running run per Migration, the earlier created first), `suspend`,
+//! and the wait timeout — decided from the run, its Migration and its sibling runs alone.
+
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use stagehand_config::{Release, Stage};
+use stagehand_crds::common::MigrationRunStatus;
+use stagehand_crds::{Migration, MigrationRun};
+
+/// What the gate decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Gate {
+    /// The run may go on (it started already, or may start now).
+    Go,
+    /// It must wait; the message says for what.
+    Wait(String),
+    /// Its Migration is suspended and the run has not started: it waits, and the time does
+    /// not count towards `waitTimeoutSeconds`.
+    Suspended(String),
+    /// It waited longer than `waitTimeoutSeconds` (suspended time not counted).
+    TimedOut(String),
+}
+
+/// Whether a run is over (its `Succeeded` condition is written).
+pub fn terminal(status: &MigrationRunStatus) -> bool {
+    status.conditions.iter().any(|c| c.type_ == "Succeeded")
+}
+
+/// Whether a run succeeded.
+pub fn succeeded(status: &MigrationRunStatus) -> bool {
+    status
+        .conditions
+        .iter()
+        .any(|c| c.type_ == "Succeeded" && c.status == "True")
+}
+
+/// The same release, however it is written (`v1.18.0` and `1.18.0`).
+pub fn same_release(a: &str, b: &str) -> bool {
+    match (Release::parse(a), Release::parse(b)) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+/// Decides for `run` at `now`. `siblings` are the other runs of the namespace (any
+/// Migration; the gate picks those of the run's Migration).
+pub fn gate(
+    run: &MigrationRun,
+    migration: Option<&Migration>,
+    siblings: &[MigrationRun],
+    now: Timestamp,
+) -> Gate {
+    let status = run.status.clone().unwrap_or_default();
+    let namespace = run.namespace().unwrap_or_default();
+    let Some(migration) = migration else {
+        return timed(
+            run,
+            &status,
+            now,
+            format!(
+                "Migration {} not found in {namespace}",
+                run.spec.migration_ref
+            ),
+        );
+    };
+    if status.start_time.is_some() {
+        return Gate::Go;
+    }
+    if !same_release(&migration.spec.release_version, &run.spec.release) {
+        return timed(
+            run,
+            &status,
+            now,
+            format!(
+                "the run is for release {} but Migration {} declares {}: apply the Migration of this release first",
+                run.spec.release, run.spec.migration_ref, migration.spec.release_version
+            ),
+        );
+    }
+    if migration.spec.suspend {
+        return Gate::Suspended(format!(
+            "Migration {} is suspended (spec.suspend: true): no new run starts until it is resumed",
+            run.spec.migration_ref
+        ));
+    }
+    match blocked_by(run, siblings) {
+        Some(message) => timed(run, &status, now, message),
+        None => Gate::Go,
+    }
+}
+
+/// `Wait`, or `TimedOut` once the run waited longer than its timeout (suspended time not
+/// counted).
+fn timed(run: &MigrationRun, status: &MigrationRunStatus, now: Timestamp, message: String) -> Gate {
+    let waited = run
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| now.duration_since(t.0).as_secs() - suspended_seconds(status, now));
+    if waited.is_some_and(|w| w > run.spec.wait_timeout_seconds) {
+        return Gate::TimedOut(format!(
+            "gave up after waitTimeoutSeconds={}: {message}",
+            run.spec.wait_timeout_seconds
+        ));
+    }
+    Gate::Wait(message)
+}
+
+/// Seconds spent suspended so far, including a suspension still going on.
+pub fn suspended_seconds(status: &MigrationRunStatus, now: Timestamp) -> i64 {
+    let ongoing = status
+        .suspended_since
+        .as_deref()
+        .and_then(|s| s.parse::<Timestamp>().ok())
+        .map_or(0, |since| now.duration_since(since).as_secs().max(0));
+    status.suspended_seconds.unwrap_or(0) + ongoing
+}
+
+/// The suspension bookkeeping after deciding `decision` at `now`: a suspension starts, goes
+/// on, or ends (its time added to `suspendedSeconds`).
+pub fn track_suspension(status: &mut MigrationRunStatus, decision: &Gate, now: Timestamp) {
+    let suspended = matches!(decision, Gate::Suspended(_));
+    match (&status.suspended_since, suspended) {
+        (None, true) => status.suspended_since = Some(now.to_string()),
+        (Some(_), false) => {
+            status.suspended_seconds = Some(suspended_seconds(status, now));
+            status.suspended_since = None;
+        }
+        _ => {}
+    }
+}
+
+/// The sibling runs of the same Migration.
+fn same_migration<'a>(run: &MigrationRun, siblings: &'a [MigrationRun]) -> Vec<&'a MigrationRun> {
+    siblings
+        .iter()
+        .filter(|r| {
+            r.spec.migration_ref == run.spec.migration_ref && r.name_any() != run.name_any()
+        })
+        .collect()
+}
+
+/// The succeeded, non-dry pre run of a post run's release, when there is one (the newest).
+pub fn pre_run_of<'a>(
+    run: &MigrationRun,
+    siblings: &'a [MigrationRun],
+) -> Option<&'a MigrationRun> {
+    same_migration(run, siblings)
+        .into_iter()
+        .filter(|r| {
+            r.spec.stage == Stage::Pre
+                && !r.spec.dry_run
+                && same_release(&r.spec.release, &run.spec.release)
+                && r.status.as_ref().is_some_and(succeeded)
+        })
+        .max_by_key(|r| r.status.as_ref().and_then(|s| s.completion_time.clone()))
+}
+
+/// Why this run may not start yet: another run of the Migration is running or was created
+/// first, or (post) the release's pre run has not succeeded.
+fn blocked_by(run: &MigrationRun, all: &[MigrationRun]) -> Option<String> {
+    let siblings = same_migration(run, all);
+    let unfinished = |r: &&&MigrationRun| !r.status.as_ref().is_some_and(terminal);
+    if let Some(other) = siblings
+        .iter()
+        .filter(unfinished)
+        .find(|r| r.status.as_ref().is_some_and(|s| s.start_time.is_some()))
+    {
+        return Some(format!(
+            "MigrationRun {} of the same Migration is running",
+            other.name_any()
+        ));
+    }
+    let key = |r: &MigrationRun| {
+        (
+            r.metadata.creation_timestamp.clone().map(|t| t.0),
+            r.name_any(),
+        )
+    };
+    // A post run waits for its release's pre run, so it never goes before that pre run
+    // (whatever the creation order): otherwise each would wait for the other.
+    let waits_for_run = |r: &&&MigrationRun| {
+        !(run.spec.stage == Stage::Pre
+            && r.spec.stage == Stage::Post
+            && same_release(&r.spec.release, &run.spec.release))
+    };
+    if let Some(earlier) = siblings
+        .iter()
+        .filter(unfinished)
+        .filter(waits_for_run)
+        .find(|r| key(r) < key(run))
+    {
+        return Some(format!(
+            "MigrationRun {} of the same Migration was created first",
+            earlier.name_any()
+        ));
+    }
+    if run.spec.stage == Stage::Post && pre_run_of(run, all).is_none() {
+        return Some(format!(
+            "waiting for the pre run of release {} to succeed",
+            run.spec.release
+        ));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+    use stagehand_crds::{MigrationRunSpec, MigrationSpec};
+
+    fn at(secs: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + secs).unwrap_or(Timestamp::UNIX_EPOCH)
+    }
+
+    fn migration(suspend: bool) -> Migration {
+        let mut m = Migration::new(
+            "opendesk",
+            MigrationSpec {
+                release_version: "v1.18.0".into(),
+                suspend,
+                ..MigrationSpec::default()
+            },
+        );
+        m.metadata.namespace = Some("ns".into());
+        m
+    }
+
+    fn run(name: &str, stage: Stage, created: i64) -> MigrationRun {
+        let mut r = MigrationRun::new(
+            name,
+            MigrationRunSpec {
+                migration_ref: "opendesk".into(),
+                stage,
+                release: "1.18.0".into(),
+                wait_timeout_seconds: 60,
+                ..MigrationRunSpec::default()
+            },
+        );
+        r.metadata.namespace = Some("ns".into());
+        r.metadata.creation_timestamp = Some(Time(at(created)));
+        r
+    }
+
+    fn finished(mut r: MigrationRun, ok: bool) -> MigrationRun {
+        let status = r.status.get_or_insert_with(Default::default);
+        status.start_time = Some(at(1).to_string());
+        status.completion_time = Some(at(2).to_string());
+        status.conditions = vec![Condition {
+            type_: "Succeeded".into(),
+            status: if ok { "True" } else { "False" }.into(),
+            reason: "x".into(),
+            message: String::new(),
+            observed_generation: None,
+            last_transition_time: Time(at(2)),
+        }];
+        r
+    }
+
+    fn started(mut r: MigrationRun) -> MigrationRun {
+        r.status.get_or_insert_with(Default::default).start_time = Some(at(1).to_string());
+        r
+    }
+
+    #[test]
+    fn a_lone_pre_run_goes() {
+        let pre = run("pre", Stage::Pre, 0);
+        assert_eq!(gate(&pre, Some(&migration(false)), &[], at(1)), Gate::Go);
+    }
+
+    #[test]
+    fn waits_for_the_migration_and_the_release() {
+        let pre = run("pre", Stage::Pre, 0);
+        assert!(matches!(gate(&pre, None, &[], at(1)), Gate::Wait(m) if m.contains("not found")));
+        let mut other = migration(false);
+        other.spec.release_version = "v1.19.0".into();
+        assert!(
+            matches!(gate(&pre, Some(&other), &[], at(1)), Gate::Wait(m) if m.contains("declares v1.19.0"))
+        );
+    }
+
+    #[test]
+    fn one_running_run_per_migration_and_the_earlier_first() {
+        let a = run("a", Stage::Pre, 0);
+        let b = run("b", Stage::Pre, 5);
+        let m = migration(false);
+        assert!(
+            matches!(gate(&b, Some(&m), std::slice::from_ref(&a), at(6)), Gate::Wait(w) if w.contains("a of the same Migration was created first"))
+        );
+        assert_eq!(
+            gate(&a, Some(&m), std::slice::from_ref(&b), at(6)),
+            Gate::Go
+        );
+        let running = started(run("c", Stage::Pre, 10));
+        assert!(
+            matches!(gate(&a, Some(&m), &[running], at(11)), Gate::Wait(w) if w.contains("c of the same Migration is running"))
+        );
+        assert_eq!(
+            gate(&b, Some(&m), &[finished(a, false)], at(6)),
+            Gate::Go,
+            "a finished run blocks nothing"
+        );
+        let mut elsewhere = run("x", Stage::Pre, 0);
+        elsewhere.spec.migration_ref = "other".into();
+        assert_eq!(
+            gate(&b, Some(&m), &[started(elsewhere)], at(6)),
+            Gate::Go,
+            "another Migration's run runs in parallel"
+        );
+    }
+
+    #[test]
+    fn post_waits_for_its_pre_run_and_pre_never_for_post() {
+        let m = migration(false);
+        let post = run("a-post", Stage::Post, 0);
+        let pre = run("b-pre", Stage::Pre, 0);
+        assert!(matches!(
+            gate(&post, Some(&m), std::slice::from_ref(&pre), at(1)),
+            Gate::Wait(_)
+        ));
+        assert_eq!(
+            gate(&pre, Some(&m), std::slice::from_ref(&post), at(1)),
+            Gate::Go
+        );
+        let mut dry = finished(pre.clone(), true);
+        dry.spec.dry_run = true;
+        assert!(
+            matches!(gate(&post, Some(&m), &[dry], at(3)), Gate::Wait(w) if w.contains("pre run of release")),
+            "a dry pre run does not count"
+        );
+        assert!(
+            matches!(
+                gate(&post, Some(&m), &[finished(pre.clone(), false)], at(3)),
+                Gate::Wait(_)
+            ),
+            "a failed pre run does not count"
+        );
+        assert_eq!(
+            gate(&post, Some(&m), &[finished(pre, true)], at(3)),
+            Gate::Go
+        );
+    }
+
+    #[test]
+    fn suspend_holds_a_new_run_but_not_a_running_one() {
+        let m = migration(true);
+        let pre = run("pre", Stage::Pre, 0);
+        assert!(
+            matches!(gate(&pre, Some(&m), &[], at(1)), Gate::Suspended(s) if s.contains("suspend"))
+        );
+        assert_eq!(gate(&started(pre), Some(&m), &[], at(1)), Gate::Go);
+    }
+
+    #[test]
+    fn the_timeout_counts_waiting_but_not_suspended_time() {
+        let m = migration(false);
+        let post = run("post", Stage::Post, 0);
+        assert!(matches!(gate(&post, Some(&m), &[], at(60)), Gate::Wait(_)));
+        assert!(
+            matches!(gate(&post, Some(&m), &[], at(61)), Gate::TimedOut(t) if t.starts_with("gave up after waitTimeoutSeconds=60: waiting for the pre run"))
+        );
+        // 50 s suspended: the timeout moves by 50 s.
+        let mut held = post.clone();
+        let status = held.status.get_or_insert_with(Default::default);
+        track_suspension(status, &Gate::Suspended(String::new()), at(10));
+        assert_eq!(status.suspended_since, Some(at(10).to_string()));
+        track_suspension(status, &Gate::Suspended(String::new()), at(30));
+        assert_eq!(
+            status.suspended_since,
+            Some(at(10).to_string()),
+            "still the start"
+        );
+        track_suspension(status, &Gate::Wait(String::new()), at(60));
+        assert_eq!(
+            (status.suspended_seconds, status.suspended_since.clone()),
+            (Some(50), None)
+        );
+        assert!(matches!(gate(&held, Some(&m), &[], at(110)), Gate::Wait(_)));
+        assert!(matches!(
+            gate(&held, Some(&m), &[], at(111)),
+            Gate::TimedOut(_)
+        ));
+        // A suspended run never times out.
+        let long = migration(true);
+        assert!(matches!(
+            gate(&post, Some(&long), &[], at(10_000)),
+            Gate::Suspended(_)
+        ));
+    }
+}

@@ -1,0 +1,240 @@
+//! Step 4, `preflight`: before the first change of a stage, everything the planned actions
+//! need from the run is checked for the whole stage at once — each needed secret file listed
+//! and present (and every non-optional one present), the object store where a handover is
+//! planned, and each action's own read-only proof of connectivity and credentials. Every
+//! problem is reported together; nothing is applied when there is one.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::Client;
+use kube::api::Api;
+use stagehand_actions::action::{Action, ActionContext, SecretValue, Secrets};
+use stagehand_crds::common::SecretFile;
+
+/// A planned action, built from its declaration, with the name messages give it
+/// (`action <index> <id>`).
+pub struct Prepared {
+    /// `action <index> <id>`.
+    pub label: String,
+    /// The action.
+    pub action: Box<dyn Action>,
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared")
+            .field("label", &self.label)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The secret files the planned actions read, each with the actions that read it (pure).
+/// A handover also reads the object store's secret key file.
+pub fn needed_files(
+    actions: &[&Prepared],
+    store_secret_key_file: Option<&str>,
+) -> BTreeMap<String, Vec<String>> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for p in actions {
+        let needs = p.action.needs();
+        let mut files = needs.secret_files;
+        if needs.handover.is_some()
+            && let Some(file) = store_secret_key_file
+        {
+            files.push(file.to_string());
+        }
+        for file in files {
+            let users = out.entry(file).or_default();
+            if !users.contains(&p.label) {
+                users.push(p.label.clone());
+            }
+        }
+    }
+    out
+}
+
+/// Problems the declarations alone show (pure): a needed secret file `secretFiles` does not
+/// list, a handover without `objectStore`. Validation reports the same as declaration
+/// problems; the preflight repeats them so that no run can get past them.
+pub fn declared_problems(
+    actions: &[&Prepared],
+    files: &[SecretFile],
+    has_store: bool,
+    needed: &BTreeMap<String, Vec<String>>,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (file, users) in needed {
+        if !files.iter().any(|f| &f.name == file) {
+            problems.push(format!(
+                "{} read(s) the secret file {file:?}, which secretFiles does not list",
+                users.join(", ")
+            ));
+        }
+    }
+    if !has_store {
+        for p in actions
+            .iter()
+            .filter(|p| p.action.needs().handover.is_some())
+        {
+            problems.push(format!(
+                "{} hands work over in the object store, but the Migration declares no objectStore",
+                p.label
+            ));
+        }
+    }
+    problems
+}
+
+/// Reads the credentials named in `secretFiles` from their Secrets. Every problem is
+/// collected: a needed file whose Secret or key is missing (optional or not), a non-optional
+/// one missing, a Secret that cannot be read. Messages name the secret file and the Secret,
+/// never a value.
+pub async fn load_secrets(
+    client: &Client,
+    namespace: &str,
+    files: &[SecretFile],
+    needed: &BTreeMap<String, Vec<String>>,
+) -> Result<Secrets, Vec<String>> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let mut values = Vec::new();
+    let mut problems = Vec::new();
+    for file in files {
+        let optional = file.secret.optional.unwrap_or(false);
+        let users = needed.get(&file.name);
+        let secret = match api.get_opt(&file.secret.name).await {
+            Ok(s) => s,
+            Err(e) => {
+                problems.push(format!(
+                    "secret file {:?}: reading Secret {}/{}: {e}",
+                    file.name, namespace, file.secret.name
+                ));
+                continue;
+            }
+        };
+        let exists = secret.is_some();
+        let value = secret
+            .and_then(|s| s.data)
+            .and_then(|d| d.get(&file.secret.key).cloned())
+            .map(|bytes| String::from_utf8_lossy(&bytes.0).into_owned());
+        match value {
+            Some(v) => values.push((file.name.clone(), SecretValue::new(v))),
+            None if optional && users.is_none() => {}
+            None => {
+                let missing = if exists {
+                    format!(
+                        "Secret {}/{} has no key {:?}",
+                        namespace, file.secret.name, file.secret.key
+                    )
+                } else {
+                    format!("Secret {}/{} does not exist", namespace, file.secret.name)
+                };
+                let why = match users {
+                    Some(users) => format!("{} read(s) it", users.join(", ")),
+                    None => "and it is not optional".to_string(),
+                };
+                problems.push(format!("secret file {:?}: {missing} ({why})", file.name));
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(Secrets::new(values))
+    } else {
+        Err(problems)
+    }
+}
+
+/// Every planned action's own preflight, all at once; the problems of those that failed.
+pub async fn prove(actions: &[&Prepared], ctx: &ActionContext) -> Vec<String> {
+    let results = futures::future::join_all(actions.iter().map(|p| p.action.preflight(ctx))).await;
+    actions
+        .iter()
+        .zip(results)
+        .filter_map(|(p, r)| r.err().map(|e| format!("{}: {e}", p.label)))
+        .collect()
+}
+
+/// `N problem(s) found before the first change, nothing was applied: ...`.
+pub fn message(problems: &[String]) -> String {
+    format!(
+        "preflight: {} problem(s) found before the first change, nothing was applied: {}",
+        problems.len(),
+        problems.join("; ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stagehand_crds::common::SecretKeyRef;
+
+    fn prepared(index: usize, id: &str, config: serde_json::Value) -> Prepared {
+        match stagehand_actions::instantiate(id, &config) {
+            Ok(action) => Prepared {
+                label: format!("action {index} {id}"),
+                action,
+            },
+            Err(e) => panic!("{id}: {e}"),
+        }
+    }
+
+    fn file(name: &str) -> SecretFile {
+        SecretFile {
+            name: name.into(),
+            secret: SecretKeyRef {
+                name: format!("{name}-secret"),
+                key: "k".into(),
+                optional: None,
+            },
+        }
+    }
+
+    #[test]
+    fn needed_files_name_their_readers_and_the_store_key() {
+        let actions = [
+            prepared(
+                0,
+                "provisioning_drop_subscriptions",
+                serde_json::json!({"subscriptions": ["a"]}),
+            ),
+            prepared(
+                1,
+                "workload_scale",
+                serde_json::json!({"workload": {"kind": "StatefulSet", "name": "x", "replicas": 0}}),
+            ),
+        ];
+        let actions: Vec<&Prepared> = actions.iter().collect();
+        let needed = needed_files(&actions, Some("store-key"));
+        assert_eq!(
+            needed.get("provisioning-api-password"),
+            Some(&vec![
+                "action 0 provisioning_drop_subscriptions".to_string()
+            ])
+        );
+        assert!(!needed.contains_key("store-key"), "no handover planned");
+        let problems = declared_problems(&actions, &[file("redis-password")], false, &needed);
+        assert_eq!(
+            problems,
+            [
+                "action 0 provisioning_drop_subscriptions read(s) the secret file \"provisioning-api-password\", which secretFiles does not list"
+            ]
+        );
+        assert!(
+            declared_problems(
+                &actions,
+                &[file("provisioning-api-password")],
+                false,
+                &needed
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn the_message_counts_every_problem() {
+        assert_eq!(
+            message(&["a".into(), "b".into()]),
+            "preflight: 2 problem(s) found before the first change, nothing was applied: a; b"
+        );
+    }
+}
