@@ -276,7 +276,7 @@ fn check_needs(
             }
         }
         if side.opted_out
-            && let Some(other) = others.iter().find(|o| !o.opted_out && o.key == side.key)
+            && let Some(other) = others.iter().find(|o| !o.opted_out)
         {
             problems.push(Problem::at(
                 ProblemCode::HalfOptOut,
