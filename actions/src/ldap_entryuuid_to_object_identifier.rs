@@ -23,6 +23,7 @@ use stagehand_config::ConfigIssue;
 
 use crate::ActionConfig;
 use crate::action::{Action, ActionContext, ActionError, Outcome};
+use crate::common::plural;
 use crate::ldap::direct::{DirectDirectory, DirectSettings};
 use crate::ldap::exec::{ExecDirectory, KubeExec, POD_LDAPI_URL};
 use crate::ldap::{Directory, Entry, LdapError, Refused, Replace};
@@ -353,8 +354,8 @@ impl Config {
             .collect();
         if !still.is_empty() {
             let mut message = format!(
-                "after setting {IDENTIFIER} to {ENTRY_UUID} on {} objects at {}, {} of {} objects still carry a different {IDENTIFIER}: {}",
-                before.changes.len(),
+                "after setting {IDENTIFIER} to {ENTRY_UUID} on {} at {}, {} of {} objects still carry a different {IDENTIFIER}: {}",
+                plural(before.changes.len(), "object"),
                 dir.describe(),
                 still.len(),
                 after.carrying,
@@ -362,7 +363,7 @@ impl Config {
             );
             if !refused.is_empty() {
                 message.push_str(&format!(
-                    ". The server refused {} changes: {}",
+                    ". The server refused {}: {}",
                     refused_count(&refused),
                     list(
                         refused
@@ -391,9 +392,9 @@ impl Config {
 /// batch reports the batch, not each entry).
 fn refused_count(refused: &[Refused]) -> String {
     if refused.iter().all(|r| r.dn.is_some()) {
-        refused.len().to_string()
+        plural(refused.len(), "change")
     } else {
-        "some".to_string()
+        "some changes".to_string()
     }
 }
 
@@ -612,7 +613,7 @@ mod tests {
         assert!(err.contains("still carry"), "{err}");
         assert!(
             err.contains(
-                "The server refused 1 changes: uid=differs,dc=x: insufficientAccessRights (50)"
+                "The server refused 1 change: uid=differs,dc=x: insufficientAccessRights (50)"
             ),
             "{err}"
         );

@@ -23,10 +23,8 @@
 //! before the handover is durable.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use futures::TryStreamExt;
 use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -35,7 +33,7 @@ use stagehand_config::ConfigIssue;
 
 use crate::ActionConfig;
 use crate::action::{Action, ActionContext, ActionError, Outcome, RunIdentity};
-use crate::common::{Handover, LdapBase, OxSoap, Udm};
+use crate::common::{Handover, LdapBase, OxSoap, Udm, run_bounded};
 use crate::functional_accounts::name::{NameError, shared_account_names};
 use crate::functional_accounts::{
     FUNCTIONAL_ACCOUNT, GROUP, IDENTIFIER, IN_FLIGHT, SHARED_ACCOUNT, all_objects, bytes,
@@ -897,56 +895,64 @@ impl Config {
                 })
                 .collect();
         let mailbox_jobs = jobs.len();
-        let removed = AtomicUsize::new(0);
-        futures::stream::iter(jobs.into_iter().map(Ok))
-            .try_for_each_concurrent(IN_FLIGHT, |(ctx, addr, n)| {
-                let removed = &removed;
-                async move {
-                    tracing::info!(context = ctx, address = %addr, user_entries = n, "removing mailbox (secondary account) in OX App Suite");
-                    c.ox
-                        .delete_secondary_account(ctx, &addr, AccountOwners::Everyone)
-                        .await
-                        .map_err(|e| self.ox_failed(&c.ox, e))?;
-                    removed.fetch_add(1, Ordering::Relaxed);
-                    Ok::<(), ActionError>(())
+        let removed = run_bounded(
+            futures::stream::iter(jobs),
+            IN_FLIGHT,
+            |(ctx, addr, n)| async move {
+                tracing::info!(context = ctx, address = %addr, user_entries = n, "removing mailbox (secondary account) in OX App Suite");
+                let r = c
+                    .ox
+                    .delete_secondary_account(ctx, &addr, AccountOwners::Everyone)
+                    .await;
+                if let Err(e) = &r {
+                    tracing::warn!(context = ctx, address = %addr, error = %e, "removing the mailbox failed");
                 }
-            })
-            .await
-            .map_err(|e| {
-                self.after_handover(
-                    e,
-                    total,
-                    &format!(
-                        "{} of {mailbox_jobs} mailboxes were removed in OX App Suite and no Functional Account was deleted from the IAM yet",
-                        removed.load(Ordering::Relaxed)
-                    ),
-                )
-            })?;
+                r.map(|_| ())
+            },
+        )
+        .await;
+        let note = format!(
+            "{}; no Functional Account was deleted from the IAM yet",
+            removed.report(
+                mailbox_jobs,
+                &mailboxes(mailbox_jobs),
+                "removed in OX App Suite"
+            )
+        );
+        if let Some((_, e)) = removed.into_first_failure() {
+            return Err(self.after_handover(self.ox_failed(&c.ox, e), total, &note));
+        }
         let removed_ox = started.elapsed();
 
         // 3. The UDM objects.
-        let deleted = AtomicUsize::new(0);
-        futures::stream::iter(s.objects.iter().zip(&s.accounts).map(Ok))
-            .try_for_each_concurrent(IN_FLIGHT, |(o, a)| {
-                let deleted = &deleted;
-                async move {
-                    let existed = c.udm.delete(o.uri.as_str(), None).await?;
-                    tracing::info!(account = %a.name, dn = %o.dn, existed, "Functional Account deleted from the IAM");
-                    deleted.fetch_add(1, Ordering::Relaxed);
-                    Ok::<(), ActionError>(())
+        let deleted = run_bounded(
+            futures::stream::iter(s.objects.iter().zip(&s.accounts)),
+            IN_FLIGHT,
+            |(o, a)| async move {
+                match c.udm.delete(o.uri.as_str(), None).await {
+                    Ok(existed) => {
+                        tracing::info!(account = %a.name, dn = %o.dn, existed, "Functional Account deleted from the IAM");
+                        Ok(())
+                    }
+                    Err(e) => {
+                        tracing::warn!(account = %a.name, dn = %o.dn, error = %e, "deleting the Functional Account from the IAM failed");
+                        Err(ActionError::from(e))
+                    }
                 }
-            })
-            .await
-            .map_err(|e| {
-                self.after_handover(
-                    e,
-                    total,
-                    &format!(
-                        "every mailbox was removed in OX App Suite and {} of {total} Functional Accounts were deleted from the IAM",
-                        deleted.load(Ordering::Relaxed)
-                    ),
-                )
-            })?;
+            },
+        )
+        .await;
+        let note = format!(
+            "every mailbox was removed in OX App Suite; {}",
+            deleted.report(
+                total,
+                &plural(total, "Functional Account"),
+                "deleted from the IAM"
+            )
+        );
+        if let Some((_, e)) = deleted.into_first_failure() {
+            return Err(self.after_handover(e, total, &note));
+        }
         let deleted_udm = started.elapsed();
 
         // 4. Read back: OX, then the IAM.
@@ -996,9 +1002,13 @@ impl Config {
     /// An error after the handover is durable, with what was done and what to do.
     fn after_handover(&self, e: ActionError, total: usize, done: &str) -> ActionError {
         ActionError::Failed(format!(
-            "{e}. The handover {:?} is written and describes all {}; {done}. A rerun stops because Functional Accounts are still in the IAM: finish by hand as the message of that rerun says (remove the remaining accounts' secondary accounts in OX App Suite, delete them from the IAM, keep the handover), then run the stage again",
+            "{e}. The handover {:?} is written and describes {}; {done}. A rerun stops because Functional Accounts are still in the IAM: finish by hand as the message of that rerun says (remove the remaining accounts' secondary accounts in OX App Suite, delete them from the IAM, keep the handover), then run the stage again",
             self.key(),
-            plural(total, "account"),
+            if total == 1 {
+                "the account".to_string()
+            } else {
+                format!("all {total} accounts")
+            },
         ))
     }
 }

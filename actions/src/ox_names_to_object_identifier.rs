@@ -34,18 +34,17 @@
 //! failing for any that does not carry its identifier.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use futures::stream::{self, StreamExt};
+use futures::stream;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use stagehand_config::ConfigIssue;
 
 use crate::ActionConfig;
 use crate::action::{Action, ActionContext, ActionError, Outcome};
-use crate::common::OxSoap;
+use crate::common::{OxSoap, plural, run_bounded};
 use crate::ldap::{Directory, Entry};
 pub use crate::ldap_entryuuid_to_object_identifier::Ldap;
 use crate::ox::{OxClient, OxError};
@@ -549,8 +548,8 @@ impl Config {
         }
         if !conflicts.is_empty() {
             return Err(ActionError::Failed(format!(
-                "{} renames in OX App Suite at {} cannot succeed, so nothing was renamed: {}",
-                conflicts.len(),
+                "{} in OX App Suite at {} cannot succeed, so nothing was renamed: {}",
+                plural(conflicts.len(), "rename"),
                 ox.base_url(),
                 list(&conflicts, "; ")
             )));
@@ -560,12 +559,12 @@ impl Config {
 
     fn describe(&self, dir: &dyn Directory, ox: &OxClient, s: &Survey) -> String {
         let mut out = format!(
-            "IAM ({}) below {}: {} OX users in {} contexts, {} groups; OX App Suite at {}",
+            "IAM ({}) below {}: {} in {}, {}; OX App Suite at {}",
             dir.describe(),
             self.ldap.base_dn,
-            s.iam_users,
-            s.iam_contexts,
-            s.iam_groups,
+            plural(s.iam_users, "OX user"),
+            plural(s.iam_contexts, "context"),
+            plural(s.iam_groups, "group"),
             ox.base_url()
         );
         if s.iam_contexts == 0 {
@@ -661,34 +660,31 @@ impl Config {
                 })
             })
             .collect();
-        let stop = AtomicBool::new(false);
-        let mut pending = Vec::with_capacity(jobs.len());
-        for (i, job) in jobs.iter().enumerate() {
-            pending.push(rename_one(ox, i, job, &stop));
-        }
-        let results: Vec<(usize, Result<(), OxError>)> = stream::iter(pending)
-            .buffer_unordered(RENAMES_IN_FLIGHT)
-            .collect::<Vec<_>>()
-            .await
-            .into_iter()
-            .flatten()
-            .collect();
-        let renamed = results.iter().filter(|(_, r)| r.is_ok()).count();
-        let mut failures: Vec<(usize, OxError)> = results
-            .into_iter()
-            .filter_map(|(i, r)| r.err().map(|e| (i, e)))
-            .collect();
-        failures.sort_by_key(|(i, _)| *i);
-        if let Some((i, first)) = failures.into_iter().next() {
-            let job = &jobs[i];
-            return Err(self.rename_failed(ox, job, first, renamed, total));
+        let batch = run_bounded(stream::iter(&jobs), RENAMES_IN_FLIGHT, |job| async move {
+            match job.kind {
+                Kind::User => ox.rename_user(job.ctx, job.rename.id, &job.rename.to).await,
+                Kind::Group => {
+                    ox.rename_group(job.ctx, job.rename.id, &job.rename.to)
+                        .await
+                }
+            }
+        })
+        .await;
+        let progress = batch.report(total, &plural(total, "rename"), "made");
+        if let Some((i, first)) = batch.into_first_failure() {
+            return Err(self.rename_failed(ox, &jobs[i], first, &progress));
         }
         self.verify(ox, &jobs).await?;
         let users: usize = s.contexts.iter().map(|c| c.users.renames.len()).sum();
         Ok(Outcome::new(format!(
-            "renamed {} and {} to their {IDENTIFIER}; read back: all {total} carry it. {}",
+            "renamed {} and {} to their {IDENTIFIER}; read back: {}. {}",
             plural(users, "user"),
             plural(total - users, "group"),
+            if total == 1 {
+                "it carries it".to_string()
+            } else {
+                format!("all {total} carry it")
+            },
             self.describe(dir, ox, &s)
         )))
     }
@@ -698,12 +694,9 @@ impl Config {
         ox: &OxClient,
         job: &Job<'_>,
         e: OxError,
-        renamed: usize,
-        total: usize,
+        progress: &str,
     ) -> ActionError {
-        let progress = format!(
-            "{renamed} of {total} renames were made before; a rerun finds them done and continues with the rest"
-        );
+        let progress = format!("{progress}; a rerun finds them done and continues with the rest");
         if job.kind == Kind::User && e.fault().is_some_and(|f| f.is_username_not_changeable()) {
             return ActionError::Failed(format!(
                 "OX App Suite at {} refuses to rename users (\"Changing username is disabled!\"): set USERNAME_CHANGEABLE=true in the middleware's AdminUser.properties, restart it and run the migration again ({progress})",
@@ -781,37 +774,6 @@ impl Config {
                 list(&wrong, "; ")
             )))
         }
-    }
-}
-
-/// Makes one rename unless an earlier one failed (`stop`); `None` when skipped.
-async fn rename_one(
-    ox: &OxClient,
-    i: usize,
-    job: &Job<'_>,
-    stop: &AtomicBool,
-) -> Option<(usize, Result<(), OxError>)> {
-    if stop.load(Ordering::SeqCst) {
-        return None;
-    }
-    let r = match job.kind {
-        Kind::User => ox.rename_user(job.ctx, job.rename.id, &job.rename.to).await,
-        Kind::Group => {
-            ox.rename_group(job.ctx, job.rename.id, &job.rename.to)
-                .await
-        }
-    };
-    if r.is_err() {
-        stop.store(true, Ordering::SeqCst);
-    }
-    Some((i, r))
-}
-
-fn plural(n: usize, noun: &str) -> String {
-    if n == 1 {
-        format!("1 {noun}")
-    } else {
-        format!("{n} {noun}s")
     }
 }
 

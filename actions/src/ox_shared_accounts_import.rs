@@ -20,10 +20,8 @@
 //! context) is done, so a rerun after a crash creates only the rest. Every account is read back.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use futures::TryStreamExt;
 use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -32,7 +30,7 @@ use stagehand_config::ConfigIssue;
 
 use crate::ActionConfig;
 use crate::action::{Action, ActionContext, ActionError, Outcome};
-use crate::common::{Handover, LdapBase, Udm};
+use crate::common::{Handover, LdapBase, Udm, run_bounded};
 use crate::functional_accounts::name::shared_account_names;
 use crate::functional_accounts::{
     FUNCTIONAL_ACCOUNT, IDENTIFIER, IN_FLIGHT, PERMISSION, SEARCH_CHUNK, SHARED_ACCOUNT, USER,
@@ -422,12 +420,15 @@ impl Config {
             ),
         };
         Ok(Outcome::new(format!(
-            "the handover {:?} in {} holds {}: would create {} ({} exist as recorded), linking {} with {permission}{}",
+            "the handover {:?} in {} holds {}: would create {} ({} as recorded), linking {} with {permission}{}",
             self.key(),
             store.describe(),
             plural(s.handover.accounts.len(), "account"),
             plural(s.to_create(), "Shared Account"),
-            s.steps.len() - s.to_create(),
+            match s.steps.len() - s.to_create() {
+                1 => "1 exists".to_string(),
+                n => format!("{n} exist"),
+            },
             plural(s.users_linked(), "user"),
             s.describe_users()
         )))
@@ -490,7 +491,6 @@ impl Config {
         };
         let waited = started.elapsed();
         let total = s.handover.accounts.len();
-        let created = AtomicUsize::new(0);
         let jobs = s
             .handover
             .accounts
@@ -498,30 +498,33 @@ impl Config {
             .zip(&s.steps)
             .zip(&s.links)
             .filter_map(|((a, step), links)| match step {
-                Step::Create(name) => Some(Ok((a, name, links))),
+                Step::Create(name) => Some((a, name, links)),
                 Step::Done(name) => {
                     tracing::info!(account = %a.name, shared_account = %name, "the Shared Account exists as recorded");
                     None
                 }
             });
-        futures::stream::iter(jobs)
-            .try_for_each_concurrent(IN_FLIGHT, |(a, name, links)| {
-                let created = &created;
-                let permission = &permission;
-                async move {
-                    self.create(udm, a, name, links, permission).await?;
-                    created.fetch_add(1, Ordering::Relaxed);
-                    Ok::<(), ActionError>(())
+        let to_create = s.to_create();
+        let permission = permission.as_str();
+        let batch = run_bounded(
+            futures::stream::iter(jobs),
+            IN_FLIGHT,
+            |(a, name, links)| async move {
+                let r = self.create(udm, a, name, links, permission).await;
+                if let Err(e) = &r {
+                    tracing::warn!(account = %a.name, shared_account = %name, error = %e, "creating the Shared Account failed");
                 }
-            })
-            .await
-            .map_err(|e| {
-                ActionError::Failed(format!(
-                    "{e}. {} of {} were created before this failure; a rerun creates the rest (the ones created count as done)",
-                    created.load(Ordering::Relaxed),
-                    plural(s.to_create(), "Shared Account")
-                ))
-            })?;
+                r
+            },
+        )
+        .await;
+        let created = batch.succeeded;
+        let progress = batch.report(to_create, &plural(to_create, "Shared Account"), "created");
+        if let Some((_, e)) = batch.into_first_failure() {
+            return Err(ActionError::Failed(format!(
+                "{e}. {progress}; a rerun creates the rest (the ones created count as done)"
+            )));
+        }
         let created_at = started.elapsed();
 
         // Read back: every recorded account is a Shared Account with its identifier.
@@ -546,7 +549,7 @@ impl Config {
             )));
         }
         tracing::info!(
-            created = created.load(Ordering::Relaxed),
+            created,
             total,
             permission_wait_ms = waited.as_millis() as u64,
             create_ms = (created_at - waited).as_millis() as u64,
@@ -555,7 +558,7 @@ impl Config {
         );
         Ok(Outcome::new(format!(
             "created {} from the handover {:?} ({} existed as recorded), linking {} with the permission {:?}; read back: every one of the {} is a Shared Account{}",
-            plural(created.load(Ordering::Relaxed), "Shared Account"),
+            plural(created, "Shared Account"),
             self.key(),
             s.steps.len() - s.to_create(),
             plural(s.users_linked(), "user"),

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ActionConfig;
 use crate::action::{Action, ActionContext, ActionError, Outcome};
+use crate::common::plural;
 
 /// The action's config. `kind`, `name` and `replicas` are required: a default for any of them
 /// would scale something the declaration did not ask for.
@@ -312,12 +313,15 @@ pub(crate) fn timeout_message(
     let goal = if replicas == 0 {
         "all its pods to be gone".to_string()
     } else {
-        format!("at most {replicas} pods")
+        format!(
+            "at most {}",
+            plural(usize::try_from(replicas).unwrap_or(0), "pod")
+        )
     };
     format!(
-        "{workload}: timed out after {}s waiting for {goal}; {} pods left: {}",
+        "{workload}: timed out after {}s waiting for {goal}; {} left: {}",
         timeout.as_secs(),
-        sorted.len(),
+        plural(sorted.len(), "pod"),
         sorted.join(", ")
     )
 }
@@ -423,7 +427,7 @@ mod tests {
             &["web-a".to_string(), "web-b".to_string()],
             Duration::from_secs(3),
         );
-        assert!(msg.contains("at most 1 pods"), "{msg}");
+        assert!(msg.contains("at most 1 pod;"), "{msg}");
         assert!(msg.contains("3s"), "{msg}");
     }
 

@@ -11,6 +11,13 @@ use stagehand_e2e::functional_accounts::{
     AccountSpec, CONTEXT, EXPORT, IMPORT, KEY, PERMISSION, UserSpec, World, small_fixture,
 };
 use stagehand_e2e::minio::BUCKET;
+use stagehand_simulators::http::{FaultRule, Faults};
+
+const FA_PATH: &str = "/univention/udm/oxmail/functional_account/";
+const SA_PATH: &str = "/univention/udm/oxmail/shared_account/";
+const SECONDARY: &str = "/webservices/OXSecondaryAccountService";
+/// How late the requests of a concurrent batch answer that do not fail.
+const SLOW_MS: u64 = 300;
 
 fn spec(name: &str, mail: &str, users: &[&str]) -> AccountSpec {
     AccountSpec {
@@ -502,6 +509,99 @@ async fn secrets_never_appear_in_summaries_or_errors() {
     for s in &secrets {
         assert!(!yaml.contains(s.as_str()));
     }
+}
+
+/// Three Functional Accounts with a groupware user each: three mailboxes, three IAM objects,
+/// three Shared Accounts, each sent as one request of one concurrent batch.
+fn three_accounts(w: &World) -> Vec<String> {
+    let accounts: Vec<AccountSpec> = ["anna", "ben", "carl"]
+        .iter()
+        .map(|u| spec(&format!("Box {u}"), &format!("box-{u}@example.org"), &[u]))
+        .collect();
+    w.seed(&users(&["anna", "ben", "carl"]), &accounts, true);
+    accounts.into_iter().map(|a| a.mail).collect()
+}
+
+/// The second request `rule` matches fails at once (500); every other one is carried out,
+/// [`SLOW_MS`] late, so that it is still in flight when the failure is answered.
+fn fail_the_second_and_slow_the_rest(faults: &Faults, rule: FaultRule) {
+    faults.add(rule.clone().nth(2).status(500));
+    faults.add(rule.delay_ms(SLOW_MS));
+}
+
+/// Gives a request the server carries out after its client gave up the time to finish, so
+/// that the state read next is what the server did.
+async fn settle() {
+    tokio::time::sleep(Duration::from_millis(2 * SLOW_MS)).await;
+}
+
+#[tokio::test]
+async fn a_failed_mailbox_removal_reports_the_removals_made_while_it_failed() {
+    let w = World::start().await;
+    let mails = three_accounts(&w);
+    fail_the_second_and_slow_the_rest(w.ox.faults(), FaultRule::path(SECONDARY).with_op("delete"));
+    let e = w.export().await.unwrap_err().to_string();
+    settle().await;
+    let removed = mails.iter().filter(|m| w.ox_rows(m) == 0).count();
+    assert_eq!(
+        removed,
+        mails.len() - 1,
+        "only the failed delete is left in OX"
+    );
+    assert!(
+        e.contains(&format!(
+            "{removed} of 3 mailboxes were removed in OX App Suite, 1 failed; no Functional Account was deleted from the IAM yet"
+        )),
+        "{e}"
+    );
+    assert!(
+        e.contains("injected fault"),
+        "the failure itself is named: {e}"
+    );
+    assert!(e.contains("describes all 3 accounts"), "{e}");
+    assert_eq!(w.functional_accounts().len(), 3);
+}
+
+#[tokio::test]
+async fn a_failed_functional_account_delete_reports_the_deletes_made_while_it_failed() {
+    let w = World::start().await;
+    three_accounts(&w);
+    fail_the_second_and_slow_the_rest(w.udm.faults(), FaultRule::prefix(FA_PATH).method("DELETE"));
+    let e = w.export().await.unwrap_err().to_string();
+    settle().await;
+    let left = w.functional_accounts().len();
+    assert_eq!(
+        left, 1,
+        "only the failed delete's account is left in the IAM"
+    );
+    assert!(
+        e.contains(&format!(
+            "every mailbox was removed in OX App Suite; {} of 3 Functional Accounts were deleted from the IAM, 1 failed",
+            3 - left
+        )),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn a_failed_shared_account_create_reports_the_creates_made_while_it_failed() {
+    let w = World::start().await;
+    three_accounts(&w);
+    w.export().await.unwrap();
+    fail_the_second_and_slow_the_rest(w.udm.faults(), FaultRule::prefix(SA_PATH).method("POST"));
+    let e = w.import().await.unwrap_err().to_string();
+    settle().await;
+    let created = w.shared_accounts().len();
+    assert_eq!(
+        created, 2,
+        "every create but the failed one was carried out"
+    );
+    assert!(
+        e.contains(&format!(
+            "{created} of 3 Shared Accounts were created, 1 failed; a rerun creates the rest"
+        )),
+        "{e}"
+    );
 }
 
 #[test]

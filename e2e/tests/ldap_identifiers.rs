@@ -387,7 +387,7 @@ access to *
     );
     assert!(
         err.contains(&format!(
-            "The server refused 1 changes: {locked}: insufficientAccessRights (50)"
+            "The server refused 1 change: {locked}: insufficientAccessRights (50)"
         )),
         "{err}"
     );
@@ -395,7 +395,7 @@ access to *
 
     // A rerun tries only what is left, and fails the same way.
     let err = act.apply(&ctx).await.unwrap_err().to_string();
-    assert!(err.contains("on 1 objects"), "{err}");
+    assert!(err.contains("on 1 object at"), "{err}");
     assert!(err.contains(&locked), "{err}");
 }
 

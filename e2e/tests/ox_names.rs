@@ -392,7 +392,7 @@ async fn a_failure_after_n_renames_is_an_error_and_a_rerun_finishes_the_rest() {
         .add(FaultRule::op("change").from_nth(4).status(500));
 
     let err = w.apply().await.unwrap_err();
-    assert!(err.contains("3 of 10 renames were made before"), "{err}");
+    assert!(err.contains("3 of 10 renames were made, "), "{err}");
     assert!(
         err.contains("a rerun finds them done and continues with the rest"),
         "{err}"
@@ -437,7 +437,7 @@ async fn a_server_that_refuses_renames_says_to_set_username_changeable() {
     let err = w.apply().await.unwrap_err();
     assert!(err.contains("Changing username is disabled!"), "{err}");
     assert!(err.contains("set USERNAME_CHANGEABLE=true"), "{err}");
-    assert!(err.contains("0 of 1 renames were made before"), "{err}");
+    assert!(err.contains("0 of 1 rename was made, 1 failed"), "{err}");
     assert_eq!(w.user_name(1, alice), "alice");
 }
 

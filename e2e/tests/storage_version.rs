@@ -497,7 +497,7 @@ spec: {{migrationRef: opendesk, stage: pre, release: "v1.18.0"}}
         let out = stagehand(&["storage-migrate", crd]);
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         assert!(
-            stderr(&out).contains("rewrote 1 objects through v1beta1"),
+            stderr(&out).contains("rewrote 1 object through v1beta1"),
             "{}",
             stderr(&out)
         );
@@ -630,7 +630,7 @@ async fn the_operator_migrates_its_own_crds_at_start_up() {
     );
     let logs = operator.logs();
     assert!(
-        logs.contains("storage version check") && logs.contains("rewrote 1 objects"),
+        logs.contains("storage version check") && logs.contains("rewrote 1 object through"),
         "{logs}"
     );
     let events = ok(

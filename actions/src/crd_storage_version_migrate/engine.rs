@@ -19,6 +19,8 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, P
 use kube::{Client, Resource, ResourceExt};
 use tokio::sync::Mutex;
 
+use crate::common::{plural, run_bounded};
+
 /// Why a storage-version check or migration failed. `storedVersions` is unchanged unless the
 /// error says otherwise.
 #[derive(Debug, thiserror::Error)]
@@ -197,17 +199,22 @@ impl MigrateReport {
             );
         }
         format!(
-            "{}: rewrote {} objects through {} in {:.1}s ({} deleted meanwhile, {} conflicts retried); storedVersions [{}] -> [{}]",
+            "{}: rewrote {} through {} in {:.1}s ({} deleted meanwhile, {} retried); storedVersions [{}] -> [{}]",
             self.before.crd,
-            self.rewritten,
+            count(self.rewritten, "object"),
             self.before.storage,
             self.elapsed.as_secs_f64(),
             self.gone,
-            self.conflicts,
+            count(self.conflicts, "conflict"),
             self.before.stored.join(","),
             self.after.stored.join(",")
         )
     }
+}
+
+/// `1 object`, `2 objects`.
+fn count(n: u64, noun: &str) -> String {
+    plural(usize::try_from(n).unwrap_or(usize::MAX), noun)
 }
 
 /// Reads where a CRD's versions stand; changes nothing.
@@ -334,25 +341,31 @@ async fn rewrite_all(
         }
     })
     .try_flatten();
-    objects
-        .try_for_each_concurrent(options.concurrency.max(1), |object| {
-            let pacer = pacer.clone();
-            async move {
-                if let Some(p) = pacer {
-                    p.wait().await;
-                }
-                rewrite_one(
-                    client,
-                    resource,
-                    namespaced,
-                    object,
-                    options.conflict_attempts,
-                    counters,
-                )
-                .await
+    // After a failure no new write starts, but the writes in flight are awaited: the API
+    // server carries them out anyway, and the counters must say what it did.
+    let batch = run_bounded(objects, options.concurrency.max(1), |object| {
+        let pacer = pacer.clone();
+        async move {
+            let object = object?;
+            if let Some(p) = pacer {
+                p.wait().await;
             }
-        })
-        .await
+            rewrite_one(
+                client,
+                resource,
+                namespaced,
+                object,
+                options.conflict_attempts,
+                counters,
+            )
+            .await
+        }
+    })
+    .await;
+    match batch.into_first_failure() {
+        Some((_, e)) => Err(e),
+        None => Ok(()),
+    }
 }
 
 /// Writes one object back unchanged through the storage version; on conflict re-reads and

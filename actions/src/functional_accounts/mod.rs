@@ -215,14 +215,7 @@ pub fn short_list<S: AsRef<str>>(items: &[S]) -> String {
     out
 }
 
-/// `1 account`, `2 accounts`.
-pub fn plural(n: usize, noun: &str) -> String {
-    if n == 1 {
-        format!("1 {noun}")
-    } else {
-        format!("{n} {noun}s")
-    }
-}
+pub use crate::common::plural;
 
 /// A byte count for people: `812 B`, `4.2 KiB`, `1.9 MiB`.
 pub fn bytes(n: usize) -> String {

@@ -711,6 +711,20 @@ async fn dispatch<P: Protocol>(
     if request.path == "/_sim" || request.path.starts_with("/_sim/") {
         return control(&shared, &request);
     }
+    // A real server carries out a request whose client hung up; hyper drops the handler of a
+    // closed connection, so the request is answered by a task of its own.
+    let answer = tokio::spawn(answer(shared, conn, request));
+    answer.await.unwrap_or_else(|_| {
+        text_response(StatusCode::INTERNAL_SERVER_ERROR, "the simulator failed")
+    })
+}
+
+/// Carries out a request outside `/_sim/`, with the fault a rule injects.
+async fn answer<P: Protocol>(
+    shared: Arc<Shared<P>>,
+    conn: ConnKill,
+    request: SimRequest,
+) -> Response {
     let op = shared.protocol.operation(&request);
     let rule = shared
         .faults
