@@ -8,6 +8,15 @@ use std::task::Poll;
 use futures::stream::{FuturesUnordered, Stream, StreamExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use stagehand_config::Needs;
+
+/// What an action that reads these secret files (and hands nothing over) needs from its run.
+pub fn needs_secrets<S: Into<String>>(files: impl IntoIterator<Item = S>) -> Needs {
+    Needs {
+        secret_files: files.into_iter().map(Into::into).collect(),
+        handover: None,
+    }
+}
 
 /// The UDM REST API of the IAM.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

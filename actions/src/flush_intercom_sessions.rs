@@ -32,11 +32,12 @@ use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use stagehand_config::ConfigIssue;
+use stagehand_config::{ConfigIssue, Needs};
 use tokio::task::JoinSet;
 
 use crate::ActionConfig;
 use crate::action::{Action, ActionContext, ActionError, Outcome, SecretValue};
+use crate::common::needs_secrets;
 
 /// The action's config.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -487,6 +488,22 @@ impl Session {
         })
     }
 
+    /// Refuses an unsafe pattern, connects, authenticates and proves the right to UNLINK
+    /// keys of the pattern ([`Session::probe_unlink`]): what planning, apply and preflight
+    /// start with. Answers whether the right was proven (see `probe_unlink`); on an error the
+    /// connection is closed.
+    async fn open_proven(redis: &Redis, ctx: &ActionContext) -> Result<(Self, bool), ActionError> {
+        refuse_unsafe_pattern(redis)?;
+        let session = Self::open(redis, ctx).await?;
+        match session.probe_unlink(redis).await {
+            Ok(probed) => Ok((session, probed)),
+            Err(e) => {
+                session.close().await;
+                Err(e)
+            }
+        }
+    }
+
     /// An error of a request, scrubbed of the password.
     fn failed(&self, doing: &str, e: &FredError) -> ActionError {
         ActionError::Failed(redact(
@@ -816,21 +833,19 @@ impl Action for Config {
     fn plan<'a>(&'a self, ctx: &'a ActionContext) -> BoxFuture<'a, Result<Outcome, ActionError>> {
         Box::pin(async move {
             let redis = &self.redis;
-            refuse_unsafe_pattern(redis)?;
-            let session = Session::open(redis, ctx).await?;
+            let (session, probed) = Session::open_proven(redis, ctx).await?;
             let result = async {
-                let probed = session.probe_unlink(redis).await?;
                 let started = Instant::now();
                 let sweep = session
                     .sweep(&redis.key_pattern, false)
                     .await
                     .map_err(|e| e.error)?;
-                Ok::<_, ActionError>((probed, sweep, started.elapsed()))
+                Ok::<_, ActionError>((sweep, started.elapsed()))
             }
             .await;
             let target = session.target.clone();
             session.close().await;
-            let (probed, sweep, took) = result?;
+            let (sweep, took) = result?;
             let mut summary = if sweep.found == 0 {
                 format!(
                     "{target}: no key matches {:?}: nothing to do (full SCAN in {})",
@@ -857,11 +872,32 @@ impl Action for Config {
     fn apply<'a>(&'a self, ctx: &'a ActionContext) -> BoxFuture<'a, Result<Outcome, ActionError>> {
         Box::pin(async move {
             let redis = &self.redis;
-            refuse_unsafe_pattern(redis)?;
-            let session = Session::open(redis, ctx).await?;
+            let (session, _) = Session::open_proven(redis, ctx).await?;
             let result = apply_with(&session, redis).await;
             session.close().await;
             result.map(Outcome::new)
+        })
+    }
+
+    /// The password is read whatever the config says (an empty one sends no `AUTH`, but the
+    /// secret file is still read).
+    fn needs(&self) -> Needs {
+        needs_secrets([PASSWORD_FILE])
+    }
+
+    /// Connects and authenticates, proves the right to UNLINK with the planning phase's
+    /// no-op probe, and sends one `SCAN` call (the command planning and apply walk with):
+    /// no key is counted, none is deleted.
+    fn preflight<'a>(&'a self, ctx: &'a ActionContext) -> BoxFuture<'a, Result<(), ActionError>> {
+        Box::pin(async move {
+            let redis = &self.redis;
+            let (session, _) = Session::open_proven(redis, ctx).await?;
+            let scanned = session
+                .scan_page(0, &redis.key_pattern)
+                .await
+                .map_err(|e| session.failed("SCAN", &e));
+            session.close().await;
+            scanned.map(drop)
         })
     }
 }
@@ -878,10 +914,11 @@ fn refuse_unsafe_pattern(redis: &Redis) -> Result<(), ActionError> {
     Ok(())
 }
 
+/// Deletes and verifies on a session [`Session::open_proven`] opened (the right to UNLINK is
+/// proven already).
 async fn apply_with(session: &Session, redis: &Redis) -> Result<String, ActionError> {
     let pattern = &redis.key_pattern;
     let target = &session.target;
-    session.probe_unlink(redis).await?;
     let interrupted = |e: SweepError, before: u64| {
         let total = before + e.deleted;
         match e.error {

@@ -19,11 +19,11 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use stagehand_config::ConfigIssue;
+use stagehand_config::{ConfigIssue, Needs};
 
 use crate::ActionConfig;
 use crate::action::{Action, ActionContext, ActionError, Outcome};
-use crate::common::plural;
+use crate::common::{needs_secrets, plural};
 use crate::ldap::direct::{DirectDirectory, DirectSettings};
 use crate::ldap::exec::{ExecDirectory, KubeExec, POD_LDAPI_URL};
 use crate::ldap::{Directory, Entry, LdapError, Refused, Replace};
@@ -82,6 +82,15 @@ impl Ldap {
     }
     fn default_timeout() -> u64 {
         30
+    }
+
+    /// The secret files the transport reads: [`PASSWORD_FILE`] for the direct one, none for
+    /// exec (SASL EXTERNAL in the pod).
+    pub fn secret_files(&self) -> Vec<String> {
+        match self.url {
+            Some(_) => vec![PASSWORD_FILE.to_string()],
+            None => Vec::new(),
+        }
     }
 
     /// The DN the direct transport binds as.
@@ -411,6 +420,20 @@ impl Action for Config {
             let dir = self.directory(ctx).await?;
             self.apply_on(dir.as_ref()).await
         })
+    }
+
+    fn needs(&self) -> Needs {
+        needs_secrets(self.ldap.secret_files())
+    }
+
+    fn dry_run(&self) -> bool {
+        self.dry_run
+    }
+
+    /// The direct transport connects and binds as planning does; the exec transport talks to
+    /// nobody here (its first `ldapsearch` in the pod is planning's).
+    fn preflight<'a>(&'a self, ctx: &'a ActionContext) -> BoxFuture<'a, Result<(), ActionError>> {
+        Box::pin(async move { self.directory(ctx).await.map(drop) })
     }
 }
 

@@ -29,21 +29,22 @@ use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use stagehand_config::ConfigIssue;
+use stagehand_config::{ConfigIssue, HandoverRole, Needs};
 
 use crate::ActionConfig;
 use crate::action::{Action, ActionContext, ActionError, Outcome, RunIdentity};
 use crate::common::{Handover, LdapBase, OxSoap, Udm, run_bounded};
 use crate::functional_accounts::name::{NameError, shared_account_names};
 use crate::functional_accounts::{
-    FUNCTIONAL_ACCOUNT, GROUP, IDENTIFIER, IN_FLIGHT, SHARED_ACCOUNT, all_objects, bytes,
-    handover_store, norm_dn, plural, short_list, udm_client, users_by_dn,
+    FUNCTIONAL_ACCOUNT, GROUP, IDENTIFIER, IN_FLIGHT, SHARED_ACCOUNT, UDM_PASSWORD_FILE,
+    all_objects, bytes, check_store_and_udm, handover_needs, handover_store, norm_dn, plural,
+    short_list, udm_client, users_by_dn,
 };
 use crate::handover::{
     FunctionalAccount, HandoverStore, LinkedGroup, LinkedUser, OxFunctionalAccounts,
     OxSecondaryAccount,
 };
-use crate::ox::{AccountOwners, OxClient, OxError, SecondaryAccount};
+use crate::ox::{AccountOwners, Context, OxClient, OxError, SecondaryAccount};
 use crate::udm::{UdmClient, UdmObject};
 
 /// The action's config.
@@ -335,12 +336,20 @@ impl Config {
         }
     }
 
+    /// What depends on nothing an earlier action changes (planning's first step, and the
+    /// preflight): the store and its bucket, the UDM credential, the OX credential. Answers
+    /// OX's contexts.
+    async fn check_access(&self, c: &Clients) -> Result<Vec<Context>, ActionError> {
+        check_store_and_udm(&c.store, &c.udm).await?;
+        self.ox_contexts(&c.ox).await
+    }
+
     /// Reads the store, the IAM and OX.
     async fn survey(&self, c: &Clients) -> Result<Survey, ActionError> {
-        c.store.probe().await?;
+        let contexts = self.check_access(c).await?;
         let existing = c.store.read_functional_accounts(self.key()).await?;
         let (accounts, objects) = self.read_iam(&c.udm).await?;
-        let ox = self.read_ox(&c.ox).await?;
+        let ox = self.read_rows(&c.ox, contexts).await?;
         Ok(Survey {
             existing,
             accounts,
@@ -472,12 +481,23 @@ impl Config {
         })
     }
 
-    /// Every OX context with its secondary accounts (this proves the credentials).
+    /// OX's contexts (`OXContextService.listAll`: proves the SOAP URL and the credential).
+    async fn ox_contexts(&self, ox: &OxClient) -> Result<Vec<Context>, ActionError> {
+        ox.list_contexts().await.map_err(|e| self.ox_failed(ox, e))
+    }
+
+    /// Every OX context with its secondary accounts.
     async fn read_ox(&self, ox: &OxClient) -> Result<Vec<ContextRows>, ActionError> {
-        let contexts = ox
-            .list_contexts()
-            .await
-            .map_err(|e| self.ox_failed(ox, e))?;
+        let contexts = self.ox_contexts(ox).await?;
+        self.read_rows(ox, contexts).await
+    }
+
+    /// The secondary accounts of each of `contexts`.
+    async fn read_rows(
+        &self,
+        ox: &OxClient,
+        contexts: Vec<Context>,
+    ) -> Result<Vec<ContextRows>, ActionError> {
         let mut out = Vec::with_capacity(contexts.len());
         for context in contexts {
             let rows = ox
@@ -1091,6 +1111,27 @@ impl Action for Config {
         Box::pin(async move {
             let c = self.clients(ctx)?;
             self.apply_with(&c).await
+        })
+    }
+
+    fn needs(&self) -> Needs {
+        handover_needs(
+            &[UDM_PASSWORD_FILE, OX_PASSWORD_FILE],
+            &self.handover,
+            HandoverRole::Writes,
+        )
+    }
+
+    fn dry_run(&self) -> bool {
+        self.dry_run
+    }
+
+    /// The store, its bucket and the credential (not the handover object: nobody has written
+    /// it yet), the UDM credential and the OX credential.
+    fn preflight<'a>(&'a self, ctx: &'a ActionContext) -> BoxFuture<'a, Result<(), ActionError>> {
+        Box::pin(async move {
+            let c = self.clients(ctx)?;
+            self.check_access(&c).await.map(drop)
         })
     }
 }

@@ -40,11 +40,11 @@ use futures::future::BoxFuture;
 use futures::stream;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use stagehand_config::ConfigIssue;
+use stagehand_config::{ConfigIssue, Needs};
 
 use crate::ActionConfig;
 use crate::action::{Action, ActionContext, ActionError, Outcome};
-use crate::common::{OxSoap, plural, run_bounded};
+use crate::common::{OxSoap, needs_secrets, plural, run_bounded};
 use crate::ldap::{Directory, Entry};
 pub use crate::ldap_entryuuid_to_object_identifier::Ldap;
 use crate::ox::{OxClient, OxError};
@@ -445,6 +445,14 @@ impl Config {
         })
     }
 
+    /// OX's contexts (`OXContextService.listAll` as the master admin): proves the SOAP URL
+    /// and the credential, whatever the IAM holds.
+    async fn ox_contexts(&self, ox: &OxClient) -> Result<Vec<crate::ox::Context>, ActionError> {
+        ox.list_contexts()
+            .await
+            .map_err(|e| self.ox_failed(ox, e, None))
+    }
+
     async fn read_iam(&self, dir: &dyn Directory) -> Result<Iam, ActionError> {
         let base = self.ldap.base_dn.as_str();
         let failed = |e: crate::ldap::LdapError| ActionError::Failed(e.to_string());
@@ -503,10 +511,7 @@ impl Config {
     /// Reads both sides and sorts them out; fails for what would stop the renames.
     async fn survey(&self, dir: &dyn Directory, ox: &OxClient) -> Result<Survey, ActionError> {
         let iam = self.read_iam(dir).await?;
-        let ox_contexts = ox
-            .list_contexts()
-            .await
-            .map_err(|e| self.ox_failed(ox, e, None))?;
+        let ox_contexts = self.ox_contexts(ox).await?;
         let mut survey = Survey {
             iam_users: iam.user_count(),
             iam_groups: iam.groups.len(),
@@ -791,6 +796,25 @@ impl Action for Config {
             let ox = self.ox_client(ctx)?;
             let dir = self.directory(ctx).await?;
             self.apply_on(dir.as_ref(), &ox).await
+        })
+    }
+
+    fn needs(&self) -> Needs {
+        needs_secrets(std::iter::once(PASSWORD_FILE.to_string()).chain(self.ldap.secret_files()))
+    }
+
+    fn dry_run(&self) -> bool {
+        self.dry_run
+    }
+
+    /// OX's credential (`listAll` of the contexts) and, with the direct transport, the LDAP
+    /// bind. Nothing of the IAM is read: the identifiers planning matches by are rewritten by
+    /// `ldap_entryuuid_to_object_identifier` earlier in the stage.
+    fn preflight<'a>(&'a self, ctx: &'a ActionContext) -> BoxFuture<'a, Result<(), ActionError>> {
+        Box::pin(async move {
+            let ox = self.ox_client(ctx)?;
+            self.ox_contexts(&ox).await?;
+            self.directory(ctx).await.map(drop)
         })
     }
 }

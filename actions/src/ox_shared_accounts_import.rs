@@ -26,15 +26,16 @@ use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
-use stagehand_config::ConfigIssue;
+use stagehand_config::{ConfigIssue, HandoverRole, Needs};
 
 use crate::ActionConfig;
 use crate::action::{Action, ActionContext, ActionError, Outcome};
 use crate::common::{Handover, LdapBase, Udm, run_bounded};
 use crate::functional_accounts::name::shared_account_names;
 use crate::functional_accounts::{
-    FUNCTIONAL_ACCOUNT, IDENTIFIER, IN_FLIGHT, PERMISSION, SEARCH_CHUNK, SHARED_ACCOUNT, USER,
-    all_objects, handover_store, norm_dn, plural, short_list, udm_client, users_by_dn,
+    FUNCTIONAL_ACCOUNT, IDENTIFIER, IN_FLIGHT, PERMISSION, SEARCH_CHUNK, SHARED_ACCOUNT,
+    UDM_PASSWORD_FILE, USER, all_objects, check_store_and_udm, handover_needs, handover_store,
+    norm_dn, plural, short_list, udm_client, users_by_dn,
 };
 use crate::handover::{FunctionalAccount, HandoverStore, OxFunctionalAccounts};
 use crate::udm::{Filter, Search, UdmClient, UdmError, UdmObject};
@@ -199,7 +200,6 @@ impl Config {
 
     /// Reads the handover: its absence is an error that says what it means.
     async fn handover(&self, store: &HandoverStore) -> Result<OxFunctionalAccounts, ActionError> {
-        store.probe().await?;
         match store.read_functional_accounts(self.key()).await? {
             Some(doc) => Ok(doc),
             None => Err(ActionError::Failed(format!(
@@ -242,6 +242,7 @@ impl Config {
     /// Reads the handover and the IAM, and works out every account's step; fails on every
     /// account that cannot be created.
     async fn survey(&self, udm: &UdmClient, store: &HandoverStore) -> Result<Survey, ActionError> {
+        check_store_and_udm(store, udm).await?;
         let handover = self.handover(store).await?;
         let accounts = &handover.accounts;
         let names = shared_account_names(accounts.iter().map(|a| (a.name.as_str(), a.dn.as_str())))
@@ -780,6 +781,23 @@ impl Action for Config {
         Box::pin(async move {
             let (udm, store) = self.clients(ctx)?;
             self.apply_with(&udm, &store).await
+        })
+    }
+
+    fn needs(&self) -> Needs {
+        handover_needs(&[UDM_PASSWORD_FILE], &self.handover, HandoverRole::Reads)
+    }
+
+    fn dry_run(&self) -> bool {
+        self.dry_run
+    }
+
+    /// The store, its bucket and the credential, and the UDM credential. The handover object
+    /// itself is not looked for: the export of the same run may not have written it yet.
+    fn preflight<'a>(&'a self, ctx: &'a ActionContext) -> BoxFuture<'a, Result<(), ActionError>> {
+        Box::pin(async move {
+            let (udm, store) = self.clients(ctx)?;
+            check_store_and_udm(&store, &udm).await
         })
     }
 }

@@ -7,9 +7,11 @@ use futures::future::BoxFuture;
 use reqwest::{Method, StatusCode};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use stagehand_config::Needs;
 
 use crate::ActionConfig;
 use crate::action::{Action, ActionContext, ActionError, Outcome};
+use crate::common::needs_secrets;
 use crate::http::HttpApi;
 
 /// The `secretFiles` name of the Provisioning API admin's password.
@@ -165,6 +167,19 @@ impl Action for Config {
                 &gone,
                 &self.provisioning.url,
             )))
+        })
+    }
+
+    fn needs(&self) -> Needs {
+        needs_secrets([PASSWORD_FILE])
+    }
+
+    /// The planning phase's listing as the admin: proves the URL and the credential, and
+    /// depends on nothing an earlier action changes.
+    fn preflight<'a>(&'a self, ctx: &'a ActionContext) -> BoxFuture<'a, Result<(), ActionError>> {
+        Box::pin(async move {
+            let api = self.api(ctx)?;
+            self.existing(&api).await.map(drop)
         })
     }
 }

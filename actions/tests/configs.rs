@@ -6,11 +6,11 @@ use serde_json::{Value, json};
 use stagehand_actions::check::{issues, parse};
 use stagehand_actions::{
     ACTION_IDS, ActionConfig, Library, crd_storage_version_migrate, flush_intercom_sessions,
-    ldap_entryuuid_to_object_identifier, ox_connector_restart, ox_functional_accounts_export,
-    ox_names_to_object_identifier, ox_shared_accounts_import, provisioning_drop_subscriptions,
-    workload_scale,
+    instantiate, ldap_entryuuid_to_object_identifier, ox_connector_restart,
+    ox_functional_accounts_export, ox_names_to_object_identifier, ox_shared_accounts_import,
+    provisioning_drop_subscriptions, workload_scale,
 };
-use stagehand_config::{ActionCatalog, ConfigIssue};
+use stagehand_config::{ActionCatalog, ConfigIssue, Handover, HandoverRole, Needs};
 
 /// The smallest config each action accepts.
 fn minimal(id: &str) -> Value {
@@ -683,4 +683,144 @@ fn provisioning_drop_subscriptions_rejects_an_empty_subscription_name() {
         &json!({"subscriptions": ["ox-connector", ""]}),
     );
     assert_eq!(paths(&found), vec!["subscriptions[1]"], "{found:#?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// What each action needs from its run (Action::needs through Library::needs) and dry runs
+// ---------------------------------------------------------------------------------------------
+
+/// The secret files and handover `id` with `config` needs.
+fn needs(id: &str, config: Value) -> (Vec<String>, Option<Handover>) {
+    let Needs {
+        secret_files,
+        handover,
+    } = Library.needs(id, &config);
+    (secret_files, handover)
+}
+
+fn files(names: &[&str]) -> Vec<String> {
+    names.iter().map(|n| n.to_string()).collect()
+}
+
+fn handover(key: &str, role: HandoverRole) -> Option<Handover> {
+    Some(Handover {
+        object_key: key.into(),
+        role,
+    })
+}
+
+#[test]
+fn kubernetes_actions_need_nothing() {
+    for id in [
+        "workload_scale",
+        "ox_connector_restart",
+        "crd_storage_version_migrate",
+    ] {
+        assert_eq!(needs(id, minimal(id)), (vec![], None), "{id}");
+    }
+}
+
+#[test]
+fn provisioning_and_redis_need_their_password() {
+    assert_eq!(
+        needs(
+            "provisioning_drop_subscriptions",
+            minimal("provisioning_drop_subscriptions")
+        ),
+        (files(&["provisioning-api-password"]), None)
+    );
+    // The password is read whatever the user name: an empty one sends the password alone,
+    // an empty password sends no AUTH, but the secret file is read either way.
+    for redis in [json!({}), json!({"username": ""}), json!({"tls": true})] {
+        assert_eq!(
+            needs("flush_intercom_sessions", json!({ "redis": redis })),
+            (files(&["redis-password"]), None),
+            "{redis}"
+        );
+    }
+}
+
+#[test]
+fn ldap_passwords_only_with_the_direct_transport() {
+    let exec = json!({"ldap": {"pod": "ums-ldap-server-primary-0"}});
+    let direct = json!({"ldap": {"url": "ldap://ums-ldap-server-primary:389"}});
+    let id = "ldap_entryuuid_to_object_identifier";
+    assert_eq!(needs(id, exec.clone()), (vec![], None));
+    assert_eq!(
+        needs(id, direct.clone()),
+        (files(&["ldap-admin-password"]), None)
+    );
+    let id = "ox_names_to_object_identifier";
+    assert_eq!(needs(id, exec), (files(&["ox-master-password"]), None));
+    assert_eq!(
+        needs(id, direct),
+        (files(&["ox-master-password", "ldap-admin-password"]), None)
+    );
+}
+
+#[test]
+fn the_handover_pair_names_its_object_and_side() {
+    assert_eq!(
+        needs("ox_functional_accounts_export", json!({})),
+        (
+            files(&["udm-admin-password", "ox-master-password"]),
+            handover("ox-functional-accounts.yaml", HandoverRole::Writes)
+        )
+    );
+    assert_eq!(
+        needs("ox_shared_accounts_import", json!({})),
+        (
+            files(&["udm-admin-password"]),
+            handover("ox-functional-accounts.yaml", HandoverRole::Reads)
+        )
+    );
+    // The store's secret key file is the engine's to add, not the action's.
+    let key = json!({"handover": {"objectKey": "fa-2026.yaml"}});
+    assert_eq!(
+        needs("ox_functional_accounts_export", key.clone()).1,
+        handover("fa-2026.yaml", HandoverRole::Writes)
+    );
+    assert_eq!(
+        needs("ox_shared_accounts_import", key).1,
+        handover("fa-2026.yaml", HandoverRole::Reads)
+    );
+}
+
+#[test]
+fn unknown_ids_and_invalid_configs_need_nothing() {
+    assert_eq!(needs("no_such_action", json!({})), (vec![], None));
+    assert_eq!(
+        needs("ox_shared_accounts_import", json!({"nope": 1})),
+        (vec![], None)
+    );
+}
+
+#[test]
+fn dry_run_follows_the_config() {
+    let with_dry_run = [
+        "ldap_entryuuid_to_object_identifier",
+        "ox_names_to_object_identifier",
+        "ox_functional_accounts_export",
+        "ox_shared_accounts_import",
+    ];
+    for id in with_dry_run {
+        for (config, expected) in [
+            (json!({}), false),
+            (json!({"dryRun": false}), false),
+            (json!({"dryRun": true}), true),
+        ] {
+            assert_eq!(
+                instantiate(id, &config).unwrap().dry_run(),
+                expected,
+                "{id} {config}"
+            );
+        }
+    }
+    // The others have no dryRun key (it is refused) and are never dry runs by config.
+    for id in ACTION_IDS.iter().filter(|id| !with_dry_run.contains(id)) {
+        assert!(!instantiate(id, &minimal(id)).unwrap().dry_run(), "{id}");
+        let mut with_key = minimal(id);
+        with_key["dryRun"] = json!(true);
+        assert!(instantiate(id, &with_key).is_err(), "{id} accepts dryRun");
+    }
 }

@@ -434,6 +434,29 @@ impl std::fmt::Debug for World {
     }
 }
 
+/// The secrets of the world's runs: the UDM and OX passwords and the store's secret key (with
+/// a trailing line break, as Secret files often have), `replaced` by another value.
+fn secrets(minio: &Minio, replaced: Option<(&str, &str)>) -> Secrets {
+    let secret_key = format!("{}\n", minio.secret_key());
+    Secrets::new(
+        [
+            ("udm-admin-password", UDM_PASSWORD),
+            ("ox-master-password", OX_PASSWORD),
+            (SECRET_KEY_FILE, secret_key.as_str()),
+        ]
+        .map(|(name, value)| {
+            let value = match replaced {
+                Some((r, v)) if r == name => v,
+                _ => value,
+            };
+            (name.to_string(), SecretValue::new(value))
+        }),
+    )
+}
+
+/// The `secretFiles` name of the store's secret key.
+pub const SECRET_KEY_FILE: &str = "objectstore-migrations-secret-key";
+
 impl World {
     /// Starts everything, with OX context [`CONTEXT`] and nothing seeded.
     pub async fn start() -> Self {
@@ -448,20 +471,7 @@ impl World {
             Err(e) => panic!("the OX simulator did not start: {e}"),
         };
         ox.state().add_context(CONTEXT, "context1");
-        let secrets = Secrets::new([
-            (
-                "udm-admin-password".to_string(),
-                SecretValue::new(UDM_PASSWORD),
-            ),
-            (
-                "ox-master-password".to_string(),
-                SecretValue::new(OX_PASSWORD),
-            ),
-            (
-                "objectstore-migrations-secret-key".to_string(),
-                SecretValue::new(format!("{}\n", minio.secret_key())),
-            ),
-        ]);
+        let secrets = secrets(&minio, None);
         let ctx = ActionContext {
             client: crate::offline_client(),
             namespace: "opendesk".into(),
@@ -473,7 +483,7 @@ impl World {
                 path_style: Some(true),
                 insecure_skip_tls_verify: None,
                 access_key_id: minio.access_key().into(),
-                secret_key_file: "objectstore-migrations-secret-key".into(),
+                secret_key_file: SECRET_KEY_FILE.into(),
                 ca_bundle: None,
             }),
             run: Default::default(),
@@ -484,6 +494,14 @@ impl World {
             udm,
             ox,
             ctx,
+        }
+    }
+
+    /// The run's context with the secret file `name` holding `value` instead.
+    pub fn ctx_with_secret(&self, name: &str, value: &str) -> ActionContext {
+        ActionContext {
+            secrets: secrets(&self.minio, Some((name, value))),
+            ..self.ctx.clone()
         }
     }
 

@@ -7,8 +7,11 @@
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use stagehand_actions::action::ActionContext;
+use stagehand_actions::handover::StoreSettings;
 use stagehand_e2e::functional_accounts::{
-    AccountSpec, CONTEXT, EXPORT, IMPORT, KEY, PERMISSION, UserSpec, World, small_fixture,
+    AccountSpec, CONTEXT, EXPORT, IMPORT, KEY, PERMISSION, SECRET_KEY_FILE, UserSpec, World,
+    small_fixture,
 };
 use stagehand_e2e::minio::BUCKET;
 use stagehand_simulators::http::{FaultRule, Faults};
@@ -612,4 +615,78 @@ fn both_actions_are_in_the_library() {
             "{id}"
         );
     }
+}
+
+/// Both halves' preflight, before the export has written anything: the bucket is reachable
+/// and the credentials are accepted (the handover need not exist), and nothing is written.
+#[tokio::test]
+async fn preflight_proves_the_bucket_udm_and_ox_before_any_handover_exists() {
+    let w = World::start().await;
+    let (u, a) = small_fixture();
+    w.seed(&u, &a, true);
+    let export = stagehand_actions::instantiate(EXPORT, &w.export_config(json!({}))).unwrap();
+    let import = stagehand_actions::instantiate(IMPORT, &w.import_config(json!({}))).unwrap();
+
+    export.preflight(&w.ctx).await.unwrap();
+    import.preflight(&w.ctx).await.unwrap();
+    // The import's planning needs the handover; its preflight does not.
+    let err = w
+        .plan(IMPORT, &w.import_config(json!({})))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("there is no handover"), "{err}");
+
+    let wrong = "not-the-secret-value";
+    for (file, actions) in [
+        (SECRET_KEY_FILE, vec![&export, &import]),
+        ("udm-admin-password", vec![&export, &import]),
+        ("ox-master-password", vec![&export]),
+    ] {
+        let ctx = w.ctx_with_secret(file, wrong);
+        for action in actions {
+            let err = action.preflight(&ctx).await.unwrap_err().to_string();
+            assert!(err.contains(file), "{file}: {err}");
+            assert!(!err.contains(wrong), "the secret leaked: {err}");
+            let server = match file {
+                SECRET_KEY_FILE => {
+                    assert!(err.contains(&format!("bucket {BUCKET:?}")), "{err}");
+                    w.proxy.endpoint()
+                }
+                "udm-admin-password" => w.udm.api_url().trim_end_matches('/').to_string(),
+                _ => w.ox.soap_url().trim_end_matches('/').to_string(),
+            };
+            assert!(err.contains(&server), "{file}: {server} not in {err}");
+        }
+    }
+    let missing = StoreSettings {
+        bucket: "no-such-bucket".into(),
+        ..w.ctx.object_store.clone().unwrap()
+    };
+    let ctx = ActionContext {
+        object_store: Some(missing),
+        ..w.ctx.clone()
+    };
+    let err = import.preflight(&ctx).await.unwrap_err().to_string();
+    // The bucket identity may not see other buckets: refused (or NoSuchBucket), named.
+    assert!(err.contains("bucket \"no-such-bucket\""), "{err}");
+
+    // Only reads: the proxy saw no PUT, UDM and OX no change.
+    assert!(
+        w.proxy.requests().iter().all(|(m, _, _)| m == "GET"),
+        "{:?}",
+        w.proxy.requests()
+    );
+    assert!(
+        w.udm.requests().iter().all(|r| r.method == "GET"),
+        "{:?}",
+        w.udm.requests()
+    );
+    assert!(
+        w.ox.requests()
+            .iter()
+            .all(|r| r.op.as_deref() == Some("listAll")),
+        "{:?}",
+        w.ox.requests()
+    );
+    assert_untouched(&w, 4);
 }

@@ -709,3 +709,61 @@ async fn the_client_reads_deletes_secondary_accounts_and_reports_failures() {
     assert!(hung.to_string().contains("timed out"), "{hung}");
     assert!(started.elapsed() < std::time::Duration::from_secs(5));
 }
+
+/// Preflight proves OX's credential and the LDAP bind, and reads nothing of the IAM: an IAM
+/// whose identifiers an earlier action has yet to set (which planning refuses) passes.
+#[tokio::test]
+async fn preflight_proves_ox_and_the_ldap_bind_without_reading_identifiers() {
+    let ldif = [context(1), user("alice", 1, None)].concat();
+    let w = world(&ldif, MASTER_PW).await;
+    let st = w.sim.state();
+    st.add_context(1, "context1");
+    let alice = st.add_user(1, "alice", "").unwrap();
+    let action = w.action(json!({}));
+    let err = action.plan(&w.ctx()).await.unwrap_err().to_string();
+    assert!(err.contains("has no univentionObjectIdentifier"), "{err}");
+    w.sim.clear_requests();
+
+    action.preflight(&w.ctx()).await.unwrap();
+    let ops: Vec<Option<String>> = w.sim.requests().into_iter().map(|r| r.op).collect();
+    assert_eq!(ops, [Some("listAll".to_string())], "one read-only call");
+
+    let err = action
+        .preflight(&w.ctx_with("not-the-password"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("ox-master-password"), "{err}");
+    assert!(
+        err.contains(w.sim.soap_url().trim_end_matches('/')),
+        "{err}"
+    );
+    assert!(!err.contains("not-the-password"), "{err}");
+
+    let wrong_bind = ActionContext {
+        secrets: Secrets::new([
+            (
+                "ox-master-password".to_string(),
+                SecretValue::new(MASTER_PW),
+            ),
+            (
+                "ldap-admin-password".to_string(),
+                SecretValue::new("not-the-ldap-password"),
+            ),
+        ]),
+        ..w.ctx()
+    };
+    let err = action.preflight(&wrong_bind).await.unwrap_err().to_string();
+    assert!(err.contains("ldap-admin-password"), "{err}");
+    assert!(err.contains(&w.slapd.url()), "{err}");
+    assert!(!err.contains("not-the-ldap-password"), "{err}");
+
+    assert_eq!(w.changes(), 0);
+    assert_eq!(w.user_name(1, alice), "alice");
+    assert!(
+        !w.slapd
+            .search("(uid=alice)", &["univentionObjectIdentifier"])
+            .contains("univentionObjectIdentifier:"),
+        "the IAM was changed"
+    );
+}

@@ -98,6 +98,19 @@ async fn register_connector(sim: &ProvisioningSim) -> reqwest::StatusCode {
         .status()
 }
 
+/// The error of a refused admin password: names the user and the secret file, never the value.
+fn assert_refused(err: &str, password: &str) {
+    assert!(
+        err.contains("refused the credentials of user \"admin\""),
+        "{err}"
+    );
+    assert!(
+        err.contains("provisioning-api-password"),
+        "names the secret file: {err}"
+    );
+    assert!(!err.contains(password), "never the value: {err}");
+}
+
 #[tokio::test]
 async fn wrong_password_fails_planning_and_deletes_nothing() {
     let sim = sim().await;
@@ -107,15 +120,7 @@ async fn wrong_password_fails_planning_and_deletes_nothing() {
         .await
         .unwrap_err()
         .to_string();
-    assert!(
-        err.contains("refused the credentials of user \"admin\""),
-        "{err}"
-    );
-    assert!(
-        err.contains("provisioning-api-password"),
-        "names the secret file: {err}"
-    );
-    assert!(!err.contains("not-the-password"), "never the value: {err}");
+    assert_refused(&err, "not-the-password");
     assert_eq!(deletes(&sim), 0);
     assert_eq!(sim.state().names(), ["ox-connector", "portal-consumer"]);
 }
@@ -249,5 +254,36 @@ async fn an_unauthorized_delete_and_a_hanging_api_fail_clearly() {
     assert!(err.contains("timed out"), "{err}");
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
     assert_eq!(deletes(&sim), 1, "only the refused DELETE was sent");
+    assert_eq!(sim.state().names(), ["ox-connector", "portal-consumer"]);
+}
+
+#[tokio::test]
+async fn preflight_proves_url_and_credential_as_the_admin_and_changes_nothing() {
+    let sim = sim().await;
+    let action = action(&sim, &["ox-connector"], 5);
+
+    let err = action
+        .preflight(&context("not-the-password"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert_refused(&err, "not-the-password");
+    assert!(err.contains(sim.api_url().trim_end_matches('/')), "{err}");
+
+    action.preflight(&context(ADMIN_PASSWORD)).await.unwrap();
+
+    // Two authenticated GETs of the list (one refused, one answered), nothing else.
+    let requests: Vec<(String, String, Option<u16>)> = sim
+        .requests()
+        .into_iter()
+        .map(|r| (r.method, r.path, r.status))
+        .collect();
+    assert_eq!(
+        requests,
+        vec![
+            ("GET".into(), "/v1/subscriptions".into(), Some(401)),
+            ("GET".into(), "/v1/subscriptions".into(), Some(200)),
+        ]
+    );
     assert_eq!(sim.state().names(), ["ox-connector", "portal-consumer"]);
 }

@@ -13,8 +13,8 @@ use fred::prelude::{
 };
 use serde_json::{Value, json};
 use stagehand_actions::action::{Action, ActionContext, ActionError, SecretValue, Secrets};
-use stagehand_e2e::client;
 use stagehand_e2e::redis::{RedisOptions, RedisServer, session_commands, unrelated_ca_pem};
+use stagehand_e2e::{client, offline_client};
 
 const ID: &str = "flush_intercom_sessions";
 const DEFAULT_PASSWORD: &str = "default-Pa55word";
@@ -29,6 +29,14 @@ fn action(config: Value) -> Box<dyn Action> {
 async fn ctx(password: &str) -> ActionContext {
     ActionContext {
         client: client().await,
+        ..offline_ctx(password)
+    }
+}
+
+/// A context whose Kubernetes client points nowhere (the action never calls Kubernetes).
+fn offline_ctx(password: &str) -> ActionContext {
+    ActionContext {
+        client: offline_client(),
         namespace: "default".into(),
         secrets: Secrets::new([("redis-password".to_string(), SecretValue::new(password))]),
         object_store: None,
@@ -463,4 +471,56 @@ async fn an_unreachable_server_fails_within_the_request_timeout() {
     assert!(err.contains(&format!("127.0.0.1:{port}")), "{err}");
     assert!(err.contains("cannot connect"), "{err}");
     assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+/// The server's count of changes since the last save: every write adds to it.
+fn writes(redis: &RedisServer) -> u64 {
+    redis
+        .cli(0, &["INFO", "persistence"])
+        .lines()
+        .find_map(|l| l.strip_prefix("rdb_changes_since_last_save:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("INFO persistence has no rdb_changes_since_last_save"))
+}
+
+#[tokio::test]
+async fn preflight_authenticates_and_proves_unlink_and_scan_without_writing() {
+    let redis = server(&[
+        "intercom on >intercom-Pa55 ~sess:* +scan +unlink",
+        "noscan on >noscan-Pa55 ~sess:* +unlink",
+        "reader on >reader-Pa55 ~sess:* +scan",
+    ]);
+    small_load(&redis, 0, 500);
+    let before = writes(&redis);
+    let preflight = |user: &str, password: &str| {
+        let flush = action(config(&redis, json!({"username": user})));
+        let ctx = offline_ctx(password);
+        async move { flush.preflight(&ctx).await.map_err(|e| e.to_string()) }
+    };
+
+    // The minimal ACL user passes.
+    preflight("intercom", "intercom-Pa55").await.unwrap();
+
+    // A wrong password names the server, the user and the secret file, never the password.
+    let wrong = "Wr0ng-intercom-value";
+    let err = preflight("intercom", wrong).await.unwrap_err();
+    assert!(
+        err.contains(&format!("127.0.0.1:{}", redis.port())),
+        "{err}"
+    );
+    assert!(err.contains("\"intercom\""), "{err}");
+    assert!(err.contains("redis-password"), "{err}");
+    assert!(!err.contains(wrong), "the password leaked: {err}");
+
+    // The rights planning and apply need are proven: UNLINK (the no-op probe) and SCAN.
+    let err = preflight("reader", "reader-Pa55").await.unwrap_err();
+    assert!(err.contains("may not delete keys matching"), "{err}");
+    let err = preflight("noscan", "noscan-Pa55").await.unwrap_err();
+    assert!(err.contains("SCAN"), "{err}");
+    assert!(err.contains("NOPERM"), "{err}");
+
+    // Nothing was written or deleted.
+    assert_eq!(writes(&redis), before, "preflight wrote to the server");
+    assert_eq!(redis.dbsize(0), 1_000);
+    assert_eq!(redis.count_matching(0, "sess:*"), 500);
 }

@@ -13,9 +13,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::action::{ActionContext, ActionError};
-use crate::common::Udm;
+use crate::common::{Handover, Udm, needs_secrets};
 use crate::handover::{self, HandoverStore};
 use crate::udm::{Filter, Search, UdmClient, UdmObject};
+use stagehand_config::{HandoverRole, Needs};
 
 /// The secret file with the password of `udm.username`.
 pub const UDM_PASSWORD_FILE: &str = "udm-admin-password";
@@ -58,6 +59,35 @@ pub fn handover_store(ctx: &ActionContext, action: &str) -> Result<HandoverStore
         )));
     };
     HandoverStore::connect_with_secrets(settings, &ctx.secrets, handover::DEFAULT_TIMEOUT)
+}
+
+/// What one half needs: the secret files it reads and its side of the handover
+/// `handover.objectKey`.
+pub fn handover_needs(files: &[&str], handover: &Handover, role: HandoverRole) -> Needs {
+    Needs {
+        handover: Some(stagehand_config::Handover {
+            object_key: handover.object_key.clone(),
+            role,
+        }),
+        ..needs_secrets(files.iter().copied())
+    }
+}
+
+/// Proves what both halves reach before reading anything: the store answers, accepts the
+/// credential and holds the bucket ([`HandoverStore::probe`]; the handover object need not
+/// exist), and the UDM REST API accepts the credential ([`UdmClient::check_access`]). A
+/// refused UDM credential names the secret file [`UDM_PASSWORD_FILE`].
+pub async fn check_store_and_udm(
+    store: &HandoverStore,
+    udm: &UdmClient,
+) -> Result<(), ActionError> {
+    store.probe().await?;
+    udm.check_access().await.map_err(|e| match e.status() {
+        Some(401 | 403) => ActionError::Failed(format!(
+            "{e} (the password of udm.username is the secret file {UDM_PASSWORD_FILE:?})"
+        )),
+        _ => ActionError::from(e),
+    })
 }
 
 /// A DN normalized for comparison: lower case, no blanks around `,` and `=`.
