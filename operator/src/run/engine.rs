@@ -314,11 +314,11 @@ async fn pipeline(run: Arc<MigrationRun>, shared: Arc<Shared>) -> Result<Requeue
         } else {
             Vec::new()
         };
-        match load_secrets(&r.shared.client, &ctx.namespace, files, &needed).await {
-            Ok(secrets) => ctx.secrets = secrets,
-            Err(found) => problems.extend(found),
-        }
-        if first_pass && problems.is_empty() {
+        let (secrets, missing) =
+            load_secrets(&r.shared.client, &ctx.namespace, files, &needed).await;
+        ctx.secrets = secrets;
+        problems.extend(missing);
+        if first_pass {
             problems.extend(prove(&actions, &ctx).await);
         }
         if !problems.is_empty() {

@@ -344,6 +344,18 @@ mod tests {
     }
 
     #[test]
+    fn another_migrations_pre_run_does_not_release_a_post_run() {
+        let m = migration(false);
+        let post = run("post", Stage::Post, 0);
+        let mut other = finished(run("other-pre", Stage::Pre, 0), true);
+        other.spec.migration_ref = "other".into();
+        assert!(matches!(
+            gate(&post, Some(&m), &[other], at(3)),
+            Gate::Wait(_)
+        ));
+    }
+
+    #[test]
     fn suspend_holds_a_new_run_but_not_a_running_one() {
         let m = migration(true);
         let pre = run("pre", Stage::Pre, 0);

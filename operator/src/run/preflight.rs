@@ -86,8 +86,8 @@ pub fn declared_problems(
     problems
 }
 
-/// Reads the credentials named in `secretFiles` from their Secrets. Every problem is
-/// collected: a needed file whose Secret or key is missing (optional or not), a non-optional
+/// Reads the credentials named in `secretFiles` from their Secrets: the ones found, and every
+/// problem — a needed file whose Secret or key is missing (optional or not), a non-optional
 /// one missing, a Secret that cannot be read. Messages name the secret file and the Secret,
 /// never a value.
 pub async fn load_secrets(
@@ -95,7 +95,7 @@ pub async fn load_secrets(
     namespace: &str,
     files: &[SecretFile],
     needed: &BTreeMap<String, Vec<String>>,
-) -> Result<Secrets, Vec<String>> {
+) -> (Secrets, Vec<String>) {
     let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let mut values = Vec::new();
     let mut problems = Vec::new();
@@ -137,17 +137,26 @@ pub async fn load_secrets(
             }
         }
     }
-    if problems.is_empty() {
-        Ok(Secrets::new(values))
-    } else {
-        Err(problems)
-    }
+    (Secrets::new(values), problems)
 }
 
 /// Every planned action's own preflight, all at once; the problems of those that failed.
+/// An action whose secret files are not all in `ctx.secrets` is left out (its missing files
+/// are already reported).
 pub async fn prove(actions: &[&Prepared], ctx: &ActionContext) -> Vec<String> {
-    let results = futures::future::join_all(actions.iter().map(|p| p.action.preflight(ctx))).await;
-    actions
+    let ready: Vec<&Prepared> = actions
+        .iter()
+        .copied()
+        .filter(|p| {
+            p.action
+                .needs()
+                .secret_files
+                .iter()
+                .all(|f| ctx.secrets.get(f).is_ok())
+        })
+        .collect();
+    let results = futures::future::join_all(ready.iter().map(|p| p.action.preflight(ctx))).await;
+    ready
         .iter()
         .zip(results)
         .filter_map(|(p, r)| r.err().map(|e| format!("{}: {e}", p.label)))
