@@ -1,11 +1,11 @@
 //! The run engine (SPEC section 5) and the controllers of `Migration` and `MigrationRun`.
 //!
-//! A run validates both stages, writes its plan to status before executing anything, runs the
-//! planned actions strictly in order (planning phase, then apply phase), records the
-//! footprint of each tagged action in the Migration's history as soon as it succeeds, and
-//! advances `lastMigratedRelease` when a post run succeeds. Everything it needs to resume is in
-//! status: after a restart, actions already `Succeeded` are not repeated and the interrupted
-//! one is re-entered.
+//! A run is a pipeline of named steps, each in its own module: [`gate`] (may it start now),
+//! [`assess`] (history readable, declarations valid), [`freeze`] (the plan frozen into status,
+//! and the check that the Migration still declares it), [`preflight`] (everything the planned
+//! actions need, before the first change), then execution and the finish in [`engine`]. The
+//! history's record of truth is a ledger ConfigMap ([`ledger`] is its format, [`history`] reads
+//! and writes it), mirrored into the Migration's status.
 
 pub mod assess;
 pub mod conditions;
