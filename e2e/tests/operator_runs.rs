@@ -42,7 +42,7 @@ async fn a_fresh_installation_runs_no_action_and_records_the_release() {
     wait(&ns.name, "migrationrun/pre", "Ready");
     wait(&ns.name, "migrationrun/post", "Ready");
     let post = get(&ns.name, "migrationrun/post");
-    assert_eq!(post["status"]["progress"], "3/3");
+    assert_eq!(post["status"]["progress"], "2/2");
     assert!(
         post["status"]["actions"]
             .as_array()
@@ -66,7 +66,7 @@ async fn a_fresh_installation_runs_no_action_and_records_the_release() {
         table.lines().any(|l| l.starts_with("post")
             && l.contains("True")
             && l.contains("Succeeded")
-            && l.contains("3/3")),
+            && l.contains("2/2")),
         "{table}"
     );
 }
@@ -142,8 +142,8 @@ async fn a_failing_action_stalls_the_run_naming_it() {
     install_crds();
     let ns = TestNamespace::new(&client, "op-fail").await;
     let _operator = OperatorProcess::start(&ns.name);
-    // The Provisioning API is not implemented in this build: the run must fail on it, naming
-    // it, and not pretend it ran.
+    // The workload to scale does not exist: the run must fail on the action, naming it, and
+    // not pretend it ran.
     apply(&format!(
         r#"apiVersion: stagehand.dev/v1beta1
 kind: Migration
@@ -153,10 +153,10 @@ spec:
   installedRelease: "v1.17.3"
   actions:
     pre:
-      - id: provisioning_drop_subscriptions
+      - id: workload_scale
         tag: "v1.18.0"
         versions: {{minimum: "v1.15", from: "v1.15", to: "v1.17"}}
-        config: {{subscriptions: [ox-connector]}}
+        config: {{workload: {{kind: StatefulSet, name: ox-connector-missing, replicas: 0}}}}
 "#,
         ns = ns.name
     ));
@@ -166,7 +166,7 @@ spec:
     assert_eq!(condition(&pre, "Ready")["reason"], "Failed");
     let message = condition(&pre, "Stalled")["message"].as_str().unwrap();
     assert!(
-        message.contains("action 0 provisioning_drop_subscriptions failed"),
+        message.contains("action 0 workload_scale failed"),
         "{message}"
     );
     assert_eq!(pre["status"]["actions"][0]["decision"], "Failed");
@@ -182,7 +182,7 @@ spec:
         &kubectl(&["get", "events", "-n", &ns.name, "-o", "json"]),
     );
     assert!(
-        events.contains("provisioning_drop_subscriptions"),
+        events.contains("workload_scale"),
         "an Event names the action"
     );
 }

@@ -167,6 +167,28 @@ fn every_mistake_is_reported_at_once_with_its_code() {
             json!("flush_intercom_sessions"),
             "config.redis.keyPatern",
         ),
+        // What the actions need that the declarations lack, reported with the rest.
+        problem(
+            "MissingSecretFile",
+            "pre",
+            3,
+            json!("provisioning_drop_subscriptions"),
+            "secretFiles",
+        ),
+        problem(
+            "MissingSecretFile",
+            "post",
+            0,
+            json!("ox_shared_accounts_import"),
+            "secretFiles",
+        ),
+        problem(
+            "MissingObjectStore",
+            "post",
+            0,
+            json!("ox_shared_accounts_import"),
+            "objectStore",
+        ),
     ];
     want.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
     assert_eq!(got, want);
@@ -236,7 +258,7 @@ fn text_errors_name_file_stage_index_id_and_field() {
     assert!(t.contains(&format!("{MISTAKES}: error MistypedSkip: actionsSkip.pre[0] (provisioning_drop_subscriptions) tag: ")), "{t}");
     assert!(t.contains(&format!("{MISTAKES}: warning SkipMatchesNothing: actionsSkip.post[0] (ox_functional_accounts_export) id: ")), "{t}");
     assert!(
-        t.trim_end().ends_with("invalid (10 problems, 1 warning)"),
+        t.trim_end().ends_with("invalid (13 problems, 1 warning)"),
         "{t}"
     );
 }
@@ -296,7 +318,7 @@ fn plan_json_follows_the_contract() {
     );
     assert_eq!(
         p["actions"][0],
-        json!({"index": 0, "id": "workload_scale", "tag": null, "runMode": null, "decision": "run", "reason": "InWindow"})
+        json!({"index": 0, "id": "workload_scale", "tag": "v1.18.0", "runMode": null, "decision": "run", "reason": "InWindow"})
     );
 }
 
@@ -320,7 +342,6 @@ fn example_decisions_for_v1_17_3_in_window() {
         [
             d("ox_shared_accounts_import", "run", "InWindow"),
             d("flush_intercom_sessions", "run", "InWindow"),
-            d("ox_connector_restart", "run", "InWindow")
         ]
     );
 }
@@ -341,8 +362,7 @@ fn example_decisions_after_the_upgrade() {
         decisions(&post),
         [
             d("ox_shared_accounts_import", "skip", "OutsideWindow"),
-            d("flush_intercom_sessions", "run", "InWindow"),
-            d("ox_connector_restart", "run", "InWindow"),
+            d("flush_intercom_sessions", "skip", "OutsideWindow"),
         ]
     );
 }
@@ -360,7 +380,7 @@ fn example_below_minimum_fails_the_plan() {
         let problems = p["problems"].as_array().unwrap();
         assert_eq!(
             problems.len(),
-            8,
+            7,
             "every action of both stages has minimum v1.15: {p}"
         );
         assert!(problems.iter().all(|x| x["code"] == "BelowMinimum"));

@@ -591,7 +591,7 @@ async fn execute(
 async fn run_action(p: &Prepared, ctx: &ActionContext, dry: bool) -> Result<String, ActionError> {
     let planned = p.action.plan(ctx).await?;
     if dry {
-        return Ok(format!("dry run, nothing changed: {}", planned.summary));
+        return Ok(format!("dry run: {}", planned.summary));
     }
     Ok(p.action.apply(ctx).await?.summary)
 }
