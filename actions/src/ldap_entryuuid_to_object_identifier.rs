@@ -307,9 +307,10 @@ impl Config {
             return Err(self.unreadable_error(dir, &s));
         }
         let head = format!(
-            "{} objects below {} carry {IDENTIFIER} ({})",
-            s.carrying,
+            "{} below {} {} {IDENTIFIER} ({})",
+            plural(s.carrying, "object"),
             self.ldap.base_dn,
+            if s.carrying == 1 { "carries" } else { "carry" },
             dir.describe()
         );
         if s.changes.is_empty() {
@@ -350,8 +351,14 @@ impl Config {
         let refused = done.refused;
         if before.changes.is_empty() && before.unreadable.is_empty() {
             return Ok(Outcome::new(format!(
-                "{} objects below {} carry {IDENTIFIER}; all match their {ENTRY_UUID}: nothing to do",
-                before.carrying, self.ldap.base_dn
+                "{} below {} {} {IDENTIFIER}; all match their {ENTRY_UUID}: nothing to do",
+                plural(before.carrying, "object"),
+                self.ldap.base_dn,
+                if before.carrying == 1 {
+                    "carries"
+                } else {
+                    "carry"
+                },
             )));
         }
         let after = self.read(dir).await?;

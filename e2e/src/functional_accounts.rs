@@ -616,18 +616,7 @@ impl World {
                 self.minio.secret_key(),
             ),
         ] {
-            crate::ok(
-                "create secret",
-                &crate::kubectl(&[
-                    "create",
-                    "secret",
-                    "generic",
-                    name,
-                    "-n",
-                    ns,
-                    &format!("--from-literal={key}={value}"),
-                ]),
-            );
+            crate::create_secret(ns, name, key, value);
         }
     }
 

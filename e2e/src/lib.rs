@@ -359,6 +359,31 @@ pub fn install_crds() {
     }
 }
 
+/// `kubectl create secret generic NAME --from-literal=KEY=VALUE -n NS`; fails the test on
+/// error.
+pub fn create_secret(ns: &str, name: &str, key: &str, value: &str) {
+    ok(
+        "create secret",
+        &kubectl(&[
+            "create",
+            "secret",
+            "generic",
+            name,
+            "-n",
+            ns,
+            &format!("--from-literal={key}={value}"),
+        ]),
+    );
+}
+
+/// The condition `type_` of an object read with [`get`]; fails the test when it has none.
+pub fn condition<'a>(obj: &'a serde_json::Value, type_: &str) -> &'a serde_json::Value {
+    obj["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == type_))
+        .unwrap_or_else(|| panic!("no condition {type_} in {obj}"))
+}
+
 /// `kubectl apply -f -` of `yaml`; fails the test on error.
 pub fn apply(yaml: &str) {
     ok(

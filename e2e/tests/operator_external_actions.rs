@@ -7,7 +7,8 @@
 
 use stagehand_e2e::redis::{RedisOptions, RedisServer, session_commands};
 use stagehand_e2e::{
-    OperatorProcess, TestNamespace, apply, client, get, install_crds, kubectl, ok, wait,
+    OperatorProcess, TestNamespace, apply, client, create_secret, get, install_crds, kubectl, ok,
+    wait,
 };
 use stagehand_simulators::provisioning::{self, ProvisioningConfig};
 
@@ -48,21 +49,6 @@ spec:
     )
 }
 
-fn secret(ns: &str, name: &str, value: &str) {
-    ok(
-        "secret",
-        &kubectl(&[
-            "create",
-            "secret",
-            "generic",
-            name,
-            "-n",
-            ns,
-            &format!("--from-literal=password={value}"),
-        ]),
-    );
-}
-
 // Multi-threaded: the simulator serves from this process while the test blocks on kubectl.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pre_drops_the_subscription_and_post_flushes_the_sessions_with_secrets_from_the_cluster() {
@@ -93,12 +79,18 @@ async fn pre_drops_the_subscription_and_post_flushes_the_sessions_with_secrets_f
     );
     assert_eq!(redis.dbsize(0), 502);
 
-    secret(
+    create_secret(
         &ns.name,
         "ums-provisioning-api-admin",
+        "password",
         &provisioning_password,
     );
-    secret(&ns.name, "cache-intercom-service-password", &redis_password);
+    create_secret(
+        &ns.name,
+        "cache-intercom-service-password",
+        "password",
+        &redis_password,
+    );
     let operator = OperatorProcess::start(&ns.name);
     apply(&migration(&ns.name, &sim.api_url(), redis.port()));
 

@@ -3,24 +3,15 @@
 //! naming it, and the post run records the release.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use serde_json::Value;
 use stagehand_e2e::{
-    OperatorProcess, TestNamespace, apply, client, get, install_crds, kubectl, ok, stderr, wait,
+    OperatorProcess, TestNamespace, apply, client, condition, get, install_crds, kubectl, ok,
+    stderr, wait,
 };
 
 fn run(ns: &str, name: &str, stage: &str, release: &str) -> String {
     format!(
         "apiVersion: stagehand.dev/v1beta1\nkind: MigrationRun\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {{migrationRef: opendesk, stage: {stage}, release: \"{release}\"}}\n"
     )
-}
-
-fn condition<'a>(obj: &'a Value, type_: &str) -> &'a Value {
-    obj["status"]["conditions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["type"] == type_)
-        .unwrap_or_else(|| panic!("no {type_} in {obj}"))
 }
 
 #[tokio::test]

@@ -13,8 +13,8 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 use stagehand_e2e::slapd::{BASE_DN, ROOT_PASSWORD, Slapd, SlapdOptions};
 use stagehand_e2e::{
-    OperatorProcess, TestNamespace, apply, client, get, install_crds, kubectl, kubectl_stdin, ok,
-    running_pods, statefulset, stdout, wait, wait_for,
+    OperatorProcess, TestNamespace, apply, client, condition, create_secret, get, install_crds,
+    kubectl, kubectl_stdin, ok, running_pods, statefulset, stdout, wait, wait_for,
 };
 use stagehand_simulators::http::FaultRule;
 use stagehand_simulators::provisioning::{self, ProvisioningConfig, ProvisioningSim};
@@ -62,21 +62,6 @@ fn drop_subscription(sim: &ProvisioningSim, name: &str) -> String {
 
 const PROVISIONING_FILE: &str = "  secretFiles:\n    - name: provisioning-api-password\n      secret: {name: provisioning, key: password}\n";
 
-fn secret(ns: &str, name: &str, key: &str, value: &str) {
-    ok(
-        "secret",
-        &kubectl(&[
-            "create",
-            "secret",
-            "generic",
-            name,
-            "-n",
-            ns,
-            &format!("--from-literal={key}={value}"),
-        ]),
-    );
-}
-
 async fn provisioning_sim(ns: &str, names: &[&str]) -> ProvisioningSim {
     let password = format!("prov-{}-S3cret", std::process::id());
     let sim = provisioning::start(ProvisioningConfig::new("admin", &password))
@@ -86,15 +71,8 @@ async fn provisioning_sim(ns: &str, names: &[&str]) -> ProvisioningSim {
         sim.state()
             .add_subscription(name, &[("udm", "users/user")], false, "c");
     }
-    secret(ns, "provisioning", "password", &password);
+    create_secret(ns, "provisioning", "password", &password);
     sim
-}
-
-fn condition(obj: &Value, type_: &str) -> Value {
-    obj["status"]["conditions"]
-        .as_array()
-        .and_then(|c| c.iter().find(|c| c["type"] == type_).cloned())
-        .unwrap_or_else(|| panic!("no {type_} in {obj}"))
 }
 
 fn reason(obj: &Value) -> String {
@@ -158,6 +136,20 @@ async fn reason_becomes(ns: &str, what: &str, want: &str) -> Value {
     .await
 }
 
+/// Waits until the run's first action has started.
+async fn first_action_started(ns: &str, what: &str) {
+    wait_for(
+        "the first action to start",
+        Duration::from_secs(60),
+        || async {
+            get(ns, what)["status"]["actions"][0]["startTime"]
+                .is_string()
+                .then_some(())
+        },
+    )
+    .await;
+}
+
 /// Defect 1: an action whose own config says `dryRun: true` changes nothing, is `Succeeded`
 /// with reason `DryRun`, records no footprint, and a later run without it does the work.
 #[tokio::test]
@@ -173,7 +165,7 @@ async fn a_dry_run_in_the_config_records_no_footprint_and_a_later_run_does_the_w
         initial_ldif: ldif,
         ..SlapdOptions::default()
     });
-    secret(&ns.name, "ldap", "password", ROOT_PASSWORD);
+    create_secret(&ns.name, "ldap", "password", ROOT_PASSWORD);
     let declare = |dry: bool| {
         migration(
             &ns.name,
@@ -268,17 +260,7 @@ async fn an_edited_migration_stops_the_run_before_the_changed_action() {
     apply(&declare("second"));
     apply(&run(&ns.name, "pre", "pre"));
     // While the first action waits on its slow DELETE, the second declaration changes.
-    wait_for(
-        "the first action to start",
-        Duration::from_secs(60),
-        || async {
-            let pre = get(&ns.name, "migrationrun/pre");
-            pre["status"]["actions"][0]["startTime"]
-                .is_string()
-                .then_some(())
-        },
-    )
-    .await;
+    first_action_started(&ns.name, "migrationrun/pre").await;
     let planned_generation = get(&ns.name, "migration/opendesk")["metadata"]["generation"].clone();
     apply(&declare("third"));
     let pre = reason_becomes(&ns.name, "migrationrun/pre", "DeclarationsChanged").await;
@@ -329,7 +311,7 @@ async fn the_preflight_reports_every_problem_before_the_first_change() {
         "wrong password",
         &kubectl(&["delete", "secret", "provisioning", "-n", &ns.name]),
     );
-    secret(&ns.name, "provisioning", "password", "not-the-password");
+    create_secret(&ns.name, "provisioning", "password", "not-the-password");
     apply(&statefulset(&ns.name, "ox-connector", 2));
     running_pods(&ns.name, "ox-connector", 2).await;
     let _operator = OperatorProcess::start(&ns.name);
@@ -879,17 +861,7 @@ async fn sigterm_inside_a_slow_action_lets_it_finish_and_starts_no_new_one() {
     ));
     apply(&run(&ns.name, "pre", "pre"));
     // SIGTERM while the first action waits on its slow DELETE (4 s).
-    wait_for(
-        "the first action to start",
-        Duration::from_secs(60),
-        || async {
-            let pre = get(&ns.name, "migrationrun/pre");
-            pre["status"]["actions"][0]["startTime"]
-                .is_string()
-                .then_some(())
-        },
-    )
-    .await;
+    first_action_started(&ns.name, "migrationrun/pre").await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(sim.state().names() == ["ox-connector"], "still in flight");
     let exit = operator.terminate();
