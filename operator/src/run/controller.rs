@@ -56,8 +56,7 @@ async fn reconcile_migration(
         s.problems = problems.clone();
         s.observed_generation = generation;
         if let Some(ledger) = &ledger {
-            s.history = ledger.history();
-            s.last_migrated_release = ledger.last_migrated_release.clone();
+            ledger.mirror_into(s);
         }
     })
     .await?;

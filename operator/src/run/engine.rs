@@ -219,7 +219,8 @@ async fn pipeline(run: Arc<MigrationRun>, shared: Arc<Shared>) -> Result<Requeue
 
     // 1. gate
     let migration = read_migration(&r).await?;
-    let siblings = if r.status.start_time.is_none() || r.run.spec.stage == Stage::Post {
+    // A run that started is past the gate: its siblings are not needed.
+    let siblings = if r.status.start_time.is_none() {
         list_runs(&r.runs).await?
     } else {
         Vec::new()
@@ -335,7 +336,7 @@ async fn pipeline(run: Arc<MigrationRun>, shared: Arc<Shared>) -> Result<Requeue
     }
 
     // 5. execute, strictly in order; Succeeded actions are never repeated.
-    for (i, p) in &prepared {
+    for (n, (i, p)) in prepared.iter().enumerate() {
         if *r.shared.stopping.borrow() {
             let message = format!(
                 "the operator is stopping: {} and the rest start when it runs again",
@@ -345,7 +346,10 @@ async fn pipeline(run: Arc<MigrationRun>, shared: Arc<Shared>) -> Result<Requeue
             r.write(&Phase::Running(message)).await?;
             return Ok(Requeue::await_change());
         }
-        if let Some(message) = changed_since_plan(&r).await? {
+        // The first action goes on the Migration this reconcile read and checked above.
+        if n > 0
+            && let Some(message) = changed_since_plan(&r).await?
+        {
             return r.end(Phase::DeclarationsChanged(message)).await;
         }
         let span =
@@ -359,7 +363,7 @@ async fn pipeline(run: Arc<MigrationRun>, shared: Arc<Shared>) -> Result<Requeue
     }
 
     // 6. finish
-    finish(&mut r, &history, &siblings).await
+    finish(&mut r, &history, &migration.spec.release_version).await
 }
 
 async fn read_migration(r: &Reconcile) -> Result<Option<Migration>, EngineError> {
@@ -493,19 +497,10 @@ async fn execute(
         && !dry
         && let Some(print) = &print
     {
-        // Re-entering an action: the ledger may hold its footprint (the operator stopped
-        // after writing it and before writing the run's status).
-        let recorded = match history.read().await {
-            Ok(l) => l.is_some_and(|l| l.contains(print)),
-            Err(e) if e.is_unreadable() => {
-                return r
-                    .end(Phase::HistoryUnreadable(e.to_string()))
-                    .await
-                    .map(Some);
-            }
-            Err(e) => return Err(e.into()),
-        } || assessment.recorded(print);
-        if recorded {
+        // Re-entering an action: the ledger (read by this reconcile's assess step) may hold
+        // its footprint (the operator stopped after writing it and before writing the run's
+        // status).
+        if assessment.recorded(print) {
             let a = &mut r.status.actions[i];
             a.decision = ActionDecision::Succeeded;
             a.reason = Reason::FootprintRecorded.as_str().into();
@@ -606,24 +601,19 @@ fn had_dry_run(status: &MigrationRunStatus) -> bool {
 async fn finish(
     r: &mut Reconcile,
     history: &History,
-    siblings: &[MigrationRun],
+    release: &str,
 ) -> Result<Requeue, EngineError> {
-    let release = r.run.spec.release.clone();
     let mut note = String::new();
     if r.run.spec.stage == Stage::Post && !r.run.spec.dry_run {
-        let pre_dry = pre_run_of(&r.run, siblings)
+        let siblings = list_runs(&r.runs).await?;
+        let pre_dry = pre_run_of(&r.run, &siblings)
             .and_then(|p| p.status.as_ref())
             .is_some_and(had_dry_run);
         if pre_dry || had_dry_run(&r.status) {
             note = "; the release is not recorded as migrated: an action of this release ran as a dry run (config.dryRun), so its work is still to do".to_string();
         } else {
-            let migration = read_migration(r).await?;
-            let recorded = migration
-                .as_ref()
-                .map(|m| m.spec.release_version.clone())
-                .unwrap_or(release);
             let ledger = history
-                .update(|l| l.last_migrated_release = Some(recorded.clone()))
+                .update(|l| l.last_migrated_release = Some(release.to_string()))
                 .await?;
             mirror(&r.migrations, &r.run.spec.migration_ref, &ledger).await?;
         }

@@ -236,12 +236,6 @@ pub async fn mirror(
     name: &str,
     ledger: &Ledger,
 ) -> Result<(), HistoryError> {
-    let history = ledger.history();
-    let release = ledger.last_migrated_release.clone();
-    update_migration_status(migrations, name, |s| {
-        s.history = history.clone();
-        s.last_migrated_release = release.clone();
-    })
-    .await?;
+    update_migration_status(migrations, name, |s| ledger.mirror_into(s)).await?;
     Ok(())
 }

@@ -169,6 +169,13 @@ impl Ledger {
         self.footprints.values().cloned().collect()
     }
 
+    /// Writes this ledger into a Migration's status: `history` and `lastMigratedRelease` are
+    /// a copy of it.
+    pub fn mirror_into(&self, status: &mut MigrationStatus) {
+        status.history = self.history();
+        status.last_migrated_release = self.last_migrated_release.clone();
+    }
+
     /// The footprints as the planner sees them.
     pub fn prints(&self) -> Vec<Footprint> {
         self.footprints.values().filter_map(footprint_of).collect()
