@@ -1,0 +1,29 @@
+{{/* The MigrationRun of this release's revision: <namePrefix>-<revision>, DNS-safe, <= 63. */}}
+{{- define "stagehand-migration.runName" -}}
+{{- $prefix := .Values.run.namePrefix | default (printf "%s-%s" .Release.Name .Values.stage) -}}
+{{- $prefix = $prefix | lower | replace "_" "-" | replace "." "-" | trunc 50 | trimSuffix "-" -}}
+{{- printf "%s-%d" $prefix (int .Release.Revision) -}}
+{{- end -}}
+
+{{- define "stagehand-migration.stage" -}}
+{{- if not (has .Values.stage (list "pre" "post")) -}}
+{{- fail (printf "stage must be pre or post, not %q" (toString .Values.stage)) -}}
+{{- end -}}
+{{- .Values.stage -}}
+{{- end -}}
+
+{{- define "stagehand-migration.release" -}}
+{{- required "release is required: the release being deployed, e.g. --set release=v1.18.0" .Values.release -}}
+{{- end -}}
+
+{{- define "stagehand-migration.labels" -}}
+app.kubernetes.io/name: stagehand-migration
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+stagehand.dev/stage: {{ include "stagehand-migration.stage" . }}
+{{- end -}}
+
+{{- define "stagehand-migration.waitName" -}}
+{{- printf "%s-wait" (include "stagehand-migration.runName" . | trunc 58 | trimSuffix "-") -}}
+{{- end -}}
