@@ -1,7 +1,10 @@
-{{/* The MigrationRun of this release's revision: <namePrefix>-<revision>, DNS-safe, <= 63. */}}
+{{/* The MigrationRun of this release's revision: <release name>-<stage>-<revision> or <namePrefix>-<revision>, DNS-safe, <= 57
+(so <name>-wait <= 63 for revisions up to 99999). */}}
 {{- define "stagehand-migration.runName" -}}
-{{- $prefix := .Values.run.namePrefix | default (printf "%s-%s" .Release.Name .Values.stage) -}}
-{{- $prefix = $prefix | lower | replace "_" "-" | replace "." "-" | trunc 50 | trimSuffix "-" -}}
+{{- $prefix := printf "%s-%s" (.Release.Name | replace "." "-" | trunc 44 | trimSuffix "-") .Values.stage -}}
+{{- with .Values.run.namePrefix -}}
+{{- $prefix = . | lower | replace "_" "-" | replace "." "-" | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
 {{- printf "%s-%d" $prefix (int .Release.Revision) -}}
 {{- end -}}
 
