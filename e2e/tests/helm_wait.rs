@@ -1,0 +1,614 @@
+//! Helm waits for a MigrationRun (issue 3) and every deployment gets a new run (issue 5), with
+//! the chart `deploy/charts/stagehand-migration` on the real control plane:
+//!
+//! - Helm 4 (`helm install --wait`, the kstatus watcher): with the operator stopped helm keeps
+//!   waiting (the CRDs default `status.observedGeneration` to -1, so a run nobody has seen is
+//!   InProgress, not Current); started, the operator runs the stage and helm returns 0 only
+//!   once the run is `Ready=True`.
+//! - Helm 4 on a failing action: the run ends `Stalled=True`, kstatus says Failed, and helm exits
+//!   non-zero long before its timeout, naming the run and the Stalled message.
+//! - A redeployment (`helm upgrade`, a new Helm revision) creates a new run: its tagged action is
+//!   skipped (`FootprintRecorded`), its untagged action runs again.
+//! - Helm 3 does not wait on custom resources: `helm install --wait` returns while the run has
+//!   not even been seen. The chart's hook Job runs `stagehand wait` instead; the Job cannot run
+//!   on the kwok node, so its rendering is checked, and `stagehand wait` itself is run from the
+//!   host.
+//!
+//! The helm binaries: v4 from `STAGEHAND_HELM4_BIN` (e2e/test sets it from
+//! `e2e/cluster/build-helm 4`), else built with that script; v3 from `e2e/cluster/build-helm`,
+//! as in rbac.rs. Without a binary or a control plane the tests fail.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+use serde_json::Value;
+use stagehand_e2e::{
+    OperatorProcess, TestNamespace, apply, client, condition, get, install_crds, kubeconfig,
+    kubectl, ok, running_pods, statefulset, stdout,
+};
+
+const CHART: &str = "deploy/charts/stagehand-migration";
+const WINDOW: &str = r#"{minimum: "v1.15", from: "v1.15", to: "v1.17"}"#;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The last line of `e2e/cluster/build-helm ARGS`' stdout: the binary's path.
+fn build_helm(args: &[&str]) -> PathBuf {
+    let out = Command::new(root().join("e2e/cluster/build-helm"))
+        .args(args)
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("running e2e/cluster/build-helm");
+    let text = ok(&format!("e2e/cluster/build-helm {}", args.join(" ")), &out);
+    PathBuf::from(
+        text.lines()
+            .last()
+            .expect("build-helm printed no path")
+            .trim(),
+    )
+}
+
+fn helm4_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let bin = match std::env::var("STAGEHAND_HELM4_BIN") {
+            Ok(path) => PathBuf::from(path),
+            Err(_) => build_helm(&["4"]),
+        };
+        assert!(
+            bin.is_file(),
+            "no helm v4 binary at {} (STAGEHAND_HELM4_BIN, or build it with e2e/cluster/build-helm 4)",
+            bin.display()
+        );
+        let version = ok("helm version", &Command::new(&bin).arg("version").output().unwrap());
+        assert!(version.contains("v4."), "{} is not helm v4: {version}", bin.display());
+        bin
+    })
+    .clone()
+}
+
+fn helm3_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let bin = build_helm(&[]);
+        let version = ok(
+            "helm version",
+            &Command::new(&bin).arg("version").output().unwrap(),
+        );
+        assert!(
+            version.contains("v3."),
+            "{} is not helm v3: {version}",
+            bin.display()
+        );
+        bin
+    })
+    .clone()
+}
+
+/// Helm with its own config, cache and data directories (nothing of the user's), against the
+/// test control plane.
+fn helm_command(bin: &Path, home: &Path) -> Command {
+    let mut cmd = Command::new(bin);
+    cmd.current_dir(root())
+        .env("KUBECONFIG", kubeconfig())
+        .env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_DATA_HOME", home.join("data"))
+        .stdin(Stdio::null());
+    cmd
+}
+
+/// A test's scratch directory (helm's homes, values files, helm's output).
+fn scratch(ns: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("stagehand-helm-wait-{ns}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A values file for one stage release that creates the Migration `opendesk` adopting v1.17.3
+/// with these pre actions (YAML list items, indented by 8).
+fn values(dir: &Path, name: &str, stage: &str, create: bool, pre: &str) -> PathBuf {
+    let path = dir.join(format!("{name}.yaml"));
+    let text = format!(
+        "stage: {stage}\nrelease: v1.18.0\nmigration:\n  name: opendesk\n  create: {create}\n  spec:\n    installedRelease: v1.17.3\n    actions:\n      pre:\n{pre}      post: []\n"
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// `workload_scale` of StatefulSet `sts` to `replicas`, tagged (runs once) or not (runs every
+/// time).
+fn scale(sts: &str, replicas: u32, tagged: bool) -> String {
+    let tag = if tagged {
+        "\n          tag: \"v1.18.0\""
+    } else {
+        ""
+    };
+    format!(
+        "        - id: workload_scale{tag}\n          versions: {WINDOW}\n          config: {{workload: {{kind: StatefulSet, name: {sts}, replicas: {replicas}, timeoutSeconds: 60}}}}\n"
+    )
+}
+
+/// A helm process running in the background, its output going to a file.
+struct Helm {
+    child: Child,
+    output: PathBuf,
+    started: Instant,
+}
+
+impl Helm {
+    fn spawn(mut cmd: Command, output: PathBuf) -> Self {
+        let file = std::fs::File::create(&output).unwrap();
+        let err = file.try_clone().unwrap();
+        let child = cmd.stdout(file).stderr(err).spawn().expect("starting helm");
+        Self {
+            child,
+            output,
+            started: Instant::now(),
+        }
+    }
+
+    fn exited(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().unwrap()
+    }
+
+    fn output(&self) -> String {
+        std::fs::read_to_string(&self.output).unwrap_or_default()
+    }
+
+    /// Waits for helm to exit, at most `timeout`; fails the test otherwise.
+    fn wait(&mut self, timeout: Duration) -> ExitStatus {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.exited() {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "helm did not exit within {timeout:?}; its output:\n{}",
+                self.output()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Helm {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `helm install` (or `upgrade`) of the chart as release `name` with `--wait`.
+fn helm_apply(
+    bin: &Path,
+    dir: &Path,
+    verb: &str,
+    name: &str,
+    ns: &str,
+    values: &Path,
+    timeout: &str,
+) -> Command {
+    let mut cmd = helm_command(bin, dir);
+    cmd.args([
+        verb,
+        name,
+        CHART,
+        "--namespace",
+        ns,
+        "--wait",
+        "--timeout",
+        timeout,
+        "-f",
+    ])
+    .arg(values);
+    cmd
+}
+
+/// The run's Ready condition status ("True", "False"), or None while it has none.
+fn ready(run: &Value) -> Option<String> {
+    run["status"]["conditions"].as_array().and_then(|c| {
+        c.iter()
+            .find(|c| c["type"] == "Ready")
+            .and_then(|c| c["status"].as_str().map(str::to_string))
+    })
+}
+
+/// Issue 3, Helm 4: helm waits while the operator is stopped, and returns 0 only once the run
+/// is Ready.
+#[tokio::test]
+async fn helm4_install_wait_waits_for_the_run_while_the_operator_is_stopped() {
+    let client = client().await;
+    install_crds();
+    let helm4 = helm4_bin();
+    let ns = TestNamespace::new(&client, "helm4-wait").await;
+    let dir = scratch(&ns.name);
+    apply(&statefulset(&ns.name, "ox-connector", 1));
+    running_pods(&ns.name, "ox-connector", 1).await;
+    let values = values(&dir, "pre", "pre", true, &scale("ox-connector", 0, true));
+
+    let mut helm = Helm::spawn(
+        helm_apply(
+            &helm4,
+            &dir,
+            "install",
+            "migrations-pre",
+            &ns.name,
+            &values,
+            "120s",
+        ),
+        dir.join("helm.out"),
+    );
+    let run_name = "migrations-pre-pre-1";
+    // The operator is not running: nothing will ever observe the run. helm must still be
+    // waiting after several seconds, and the run must have no Ready condition.
+    let mut seen = false;
+    while helm.started.elapsed() < Duration::from_secs(10) {
+        assert!(
+            helm.exited().is_none(),
+            "helm 4 returned after {:?} although no operator runs: the run counted as ready\n{}",
+            helm.started.elapsed(),
+            helm.output()
+        );
+        let out = kubectl(&[
+            "get",
+            &format!("migrationrun/{run_name}"),
+            "-n",
+            &ns.name,
+            "-o",
+            "json",
+        ]);
+        if out.status.success() {
+            seen = true;
+            let run: Value = serde_json::from_str(&stdout(&out)).unwrap();
+            assert_eq!(ready(&run), None, "nobody reconciled it: {run}");
+            assert_eq!(run["status"]["observedGeneration"], -1, "{run}");
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let still_waiting = helm.started.elapsed();
+    assert!(seen, "helm created no run {run_name}:\n{}", helm.output());
+    assert!(helm.exited().is_none(), "{}", helm.output());
+
+    let operator_started = helm.started.elapsed();
+    let _operator = OperatorProcess::start(&ns.name);
+    let mut ready_seen = None;
+    let deadline = Instant::now() + Duration::from_secs(110);
+    let status = loop {
+        // helm first, then the run: a run read after helm's exit that is Ready was Ready when
+        // helm exited, or after (Ready never goes back once Succeeded).
+        let exited = helm.exited();
+        let run = get(&ns.name, &format!("migrationrun/{run_name}"));
+        let is_ready = ready(&run).as_deref() == Some("True");
+        if is_ready && ready_seen.is_none() {
+            ready_seen = Some(helm.started.elapsed());
+        }
+        if let Some(status) = exited {
+            assert!(
+                is_ready,
+                "helm 4 returned ({status}) before the run was Ready: {run}\n{}",
+                helm.output()
+            );
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "helm did not return:\n{}",
+            helm.output()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let returned = helm.started.elapsed();
+    let output = helm.output();
+    assert!(status.success(), "helm 4 failed ({status}):\n{output}");
+    assert!(output.contains("STATUS: deployed"), "{output}");
+    let run = get(&ns.name, &format!("migrationrun/{run_name}"));
+    assert_eq!(condition(&run, "Succeeded")["status"], "True", "{run}");
+    assert_eq!(
+        run["status"]["actions"][0]["decision"], "Succeeded",
+        "{run}"
+    );
+    let ready_seen = ready_seen.unwrap();
+    eprintln!(
+        "helm 4 --wait, operator stopped: still waiting at {:.1} s; operator started at {:.1} s; \
+         run Ready seen at {:.1} s; helm returned 0 at {:.1} s (polled every 0.1 s)",
+        still_waiting.as_secs_f64(),
+        operator_started.as_secs_f64(),
+        ready_seen.as_secs_f64(),
+        returned.as_secs_f64()
+    );
+    assert!(ready_seen <= returned);
+}
+
+/// Issue 3, Helm 4 on a failure: helm exits non-zero well before its timeout and says which
+/// run failed and why.
+#[tokio::test]
+async fn helm4_install_wait_fails_fast_on_a_failed_run_with_its_message() {
+    let client = client().await;
+    install_crds();
+    let helm4 = helm4_bin();
+    let ns = TestNamespace::new(&client, "helm4-fail").await;
+    let dir = scratch(&ns.name);
+    // The workload to scale does not exist: action 0 fails, the run ends Stalled.
+    let values = values(
+        &dir,
+        "pre",
+        "pre",
+        true,
+        &scale("ox-connector-missing", 0, true),
+    );
+    let _operator = OperatorProcess::start(&ns.name);
+    let mut helm = Helm::spawn(
+        helm_apply(
+            &helm4,
+            &dir,
+            "install",
+            "migrations-pre",
+            &ns.name,
+            &values,
+            "180s",
+        ),
+        dir.join("helm.out"),
+    );
+    let status = helm.wait(Duration::from_secs(170));
+    let elapsed = helm.started.elapsed();
+    let output = helm.output();
+    assert!(
+        !status.success(),
+        "helm 4 succeeded on a failed run:\n{output}"
+    );
+    assert!(
+        elapsed < Duration::from_secs(90),
+        "helm 4 took {elapsed:?}: it should fail fast on a Failed resource, not time out\n{output}"
+    );
+    let run = get(&ns.name, "migrationrun/migrations-pre-pre-1");
+    assert_eq!(condition(&run, "Stalled")["status"], "True", "{run}");
+    let message = condition(&run, "Stalled")["message"].as_str().unwrap();
+    assert!(
+        message.contains("action 0 workload_scale failed"),
+        "{message}"
+    );
+    assert!(
+        output.contains("MigrationRun/") && output.contains("migrations-pre-pre-1"),
+        "helm names the run: {output}"
+    );
+    assert!(output.contains("status: Failed"), "{output}");
+    assert!(
+        output.contains(message),
+        "helm shows the Stalled message: {output}"
+    );
+    assert!(!output.contains("context deadline exceeded"), "{output}");
+    eprintln!(
+        "helm 4 --wait on a failed run: exit {status} after {:.1} s (timeout 180 s); it printed:\n{}",
+        elapsed.as_secs_f64(),
+        output.trim()
+    );
+}
+
+/// Issue 5: a redeployment (a new Helm revision) is a new run; the tagged action stays
+/// once-only, the untagged one runs again.
+#[tokio::test]
+async fn a_redeployment_creates_a_new_run_tagged_actions_once_untagged_every_time() {
+    let client = client().await;
+    install_crds();
+    let helm4 = helm4_bin();
+    let ns = TestNamespace::new(&client, "helm-redeploy").await;
+    let dir = scratch(&ns.name);
+    apply(&statefulset(&ns.name, "ox-connector", 1));
+    apply(&statefulset(&ns.name, "sessions", 1));
+    running_pods(&ns.name, "ox-connector", 1).await;
+    running_pods(&ns.name, "sessions", 1).await;
+    let pre = scale("ox-connector", 0, true) + &scale("sessions", 0, false);
+    let values = values(&dir, "pre", "pre", true, &pre);
+    let _operator = OperatorProcess::start(&ns.name);
+    let replicas = |sts: &str| {
+        get(&ns.name, &format!("statefulset/{sts}"))["spec"]["replicas"]
+            .as_u64()
+            .unwrap()
+    };
+
+    let mut names = Vec::new();
+    for (i, verb) in ["install", "upgrade"].into_iter().enumerate() {
+        if i > 0 {
+            // Between the deployments both workloads are back up: the second run shows which
+            // action ran again.
+            for sts in ["ox-connector", "sessions"] {
+                ok(
+                    "scale",
+                    &kubectl(&[
+                        "scale",
+                        &format!("statefulset/{sts}"),
+                        "--replicas=1",
+                        "-n",
+                        &ns.name,
+                    ]),
+                );
+                running_pods(&ns.name, sts, 1).await;
+            }
+        }
+        let mut helm = Helm::spawn(
+            helm_apply(
+                &helm4,
+                &dir,
+                verb,
+                "migrations-pre",
+                &ns.name,
+                &values,
+                "120s",
+            ),
+            dir.join(format!("helm-{verb}.out")),
+        );
+        let status = helm.wait(Duration::from_secs(130));
+        assert!(status.success(), "helm {verb}:\n{}", helm.output());
+        let out = ok(
+            "runs",
+            &kubectl(&[
+                "get",
+                "migrationruns",
+                "-n",
+                &ns.name,
+                "-o",
+                "jsonpath={.items[*].metadata.name}",
+            ]),
+        );
+        let runs: Vec<&str> = out.split_whitespace().collect();
+        assert_eq!(runs.len(), i + 1, "one new run per deployment: {runs:?}");
+        let new: Vec<&str> = runs
+            .iter()
+            .copied()
+            .filter(|r| !names.contains(&r.to_string()))
+            .collect();
+        assert_eq!(new.len(), 1, "{runs:?} after {names:?}");
+        names.push(new[0].to_string());
+    }
+    assert_eq!(names, ["migrations-pre-pre-1", "migrations-pre-pre-2"]);
+
+    let first = get(&ns.name, &format!("migrationrun/{}", names[0]));
+    let second = get(&ns.name, &format!("migrationrun/{}", names[1]));
+    for run in [&first, &second] {
+        assert_eq!(condition(run, "Ready")["status"], "True", "{run}");
+    }
+    // First deployment: both actions ran.
+    assert_eq!(
+        first["status"]["actions"][0]["decision"], "Succeeded",
+        "{first}"
+    );
+    assert_eq!(
+        first["status"]["actions"][1]["decision"], "Succeeded",
+        "{first}"
+    );
+    // Second deployment: the tagged action's footprint is recorded, so it is skipped; the
+    // untagged one ran again.
+    let tagged = &second["status"]["actions"][0];
+    assert_eq!(tagged["decision"], "Skipped", "{second}");
+    assert_eq!(tagged["reason"], "FootprintRecorded", "{second}");
+    assert_eq!(
+        second["status"]["actions"][1]["decision"], "Succeeded",
+        "{second}"
+    );
+    assert_eq!(
+        replicas("ox-connector"),
+        1,
+        "the tagged scale-down did not run again"
+    );
+    assert_eq!(replicas("sessions"), 0, "the untagged scale-down ran again");
+}
+
+/// Issue 3, Helm 3: its `--wait` does not look at custom resources, so it returns while the run
+/// has not been seen; the chart's hook Job runs `stagehand wait`, which does wait.
+#[tokio::test]
+async fn helm3_install_wait_does_not_wait_for_the_run_the_hook_job_does() {
+    let client = client().await;
+    install_crds();
+    let helm3 = helm3_bin();
+    let ns = TestNamespace::new(&client, "helm3-wait").await;
+    let dir = scratch(&ns.name);
+    apply(&statefulset(&ns.name, "ox-connector", 1));
+    running_pods(&ns.name, "ox-connector", 1).await;
+    let values = values(&dir, "pre", "pre", true, &scale("ox-connector", 0, true));
+    let run_name = "migrations-pre-pre-1";
+
+    // The pitfall: no operator, yet helm 3 `--wait` reports success.
+    let mut helm = Helm::spawn(
+        helm_apply(
+            &helm3,
+            &dir,
+            "install",
+            "migrations-pre",
+            &ns.name,
+            &values,
+            "120s",
+        ),
+        dir.join("helm3.out"),
+    );
+    let status = helm.wait(Duration::from_secs(60));
+    let took = helm.started.elapsed();
+    assert!(status.success(), "{}", helm.output());
+    let run = get(&ns.name, &format!("migrationrun/{run_name}"));
+    assert_eq!(
+        ready(&run),
+        None,
+        "helm 3 returned before anyone looked at the run: {run}"
+    );
+    eprintln!(
+        "helm 3 --wait returned 0 after {:.1} s with the run never reconciled (no operator)",
+        took.as_secs_f64()
+    );
+
+    // The hook Job the chart renders for Helm 3.
+    let mut template = helm_command(&helm3, &dir);
+    template
+        .args([
+            "template",
+            "migrations-pre",
+            CHART,
+            "--namespace",
+            &ns.name,
+            "--set",
+            "wait.job.enabled=true",
+            "-f",
+        ])
+        .arg(&values);
+    let rendered = ok("helm template", &template.output().unwrap());
+    let job = serde_yaml::Deserializer::from_str(&rendered)
+        .map(|d| serde_json::to_value(serde_yaml::Value::deserialize(d).unwrap()).unwrap())
+        .find(|d| d["kind"] == "Job")
+        .unwrap_or_else(|| panic!("no Job in:\n{rendered}"));
+    assert_eq!(
+        job["metadata"]["annotations"]["helm.sh/hook"], "post-install,post-upgrade",
+        "{job}"
+    );
+    let container = &job["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(
+        container["args"],
+        serde_json::json!([
+            "wait",
+            format!("migrationrun/{run_name}"),
+            "--namespace",
+            ns.name,
+            "--timeout",
+            "4m"
+        ]),
+        "{job}"
+    );
+    assert_eq!(
+        container["image"], "ghcr.io/stagehand-dev/stagehand:0.1.0",
+        "{job}"
+    );
+
+    // What the Job's container runs, run from the host: it waits while nobody reconciles the
+    // run, and exits 0 once the operator has run it.
+    let mut wait = Command::new(stagehand_e2e::stagehand_bin());
+    wait.env("KUBECONFIG", kubeconfig()).args([
+        "wait",
+        &format!("migrationrun/{run_name}"),
+        "--namespace",
+        &ns.name,
+        "--timeout",
+        "90s",
+    ]);
+    let mut waiter = Helm::spawn(wait, dir.join("wait.out"));
+    std::thread::sleep(Duration::from_secs(5));
+    assert!(
+        waiter.exited().is_none(),
+        "stagehand wait returned while no operator runs:\n{}",
+        waiter.output()
+    );
+    let _operator = OperatorProcess::start(&ns.name);
+    let status = waiter.wait(Duration::from_secs(100));
+    assert!(
+        status.success(),
+        "stagehand wait ({status}):\n{}",
+        waiter.output()
+    );
+    let run = get(&ns.name, &format!("migrationrun/{run_name}"));
+    assert_eq!(ready(&run).as_deref(), Some("True"), "{run}");
+}
