@@ -1,6 +1,7 @@
 //! The `stagehand` binary's library: the command line (and, with later issues, the
 //! controllers, run engine and storage-version migration).
 
+pub mod adopt;
 pub mod cli;
 pub mod leader;
 pub mod metrics;

@@ -2,6 +2,7 @@
 //! 2 usage error or unreadable input.
 
 pub mod crds;
+pub mod import;
 pub mod manifest;
 pub mod operator;
 pub mod plan;
@@ -59,6 +60,9 @@ pub enum Command {
         #[arg(long, hide = true)]
         v1alpha1_only: bool,
     },
+    /// A Migration from openDesk's migrations values, and its history ledger from the
+    /// `migrations-status` ConfigMap; printed, checked (--dry-run) or applied (--apply).
+    ImportOpendesk(import::ImportArgs),
     /// Validate a Migration manifest offline, both stages.
     Validate {
         /// The Migration manifest (`-` for standard input).
@@ -134,6 +138,7 @@ pub fn run(cli: Cli) -> u8 {
     match cli.command {
         Command::Operator(args) => operator::run(args),
         Command::Crds { v1alpha1_only } => crds::run(v1alpha1_only),
+        Command::ImportOpendesk(args) => import::run(args),
         Command::Validate {
             file,
             last_migrated,

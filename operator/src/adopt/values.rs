@@ -1,0 +1,564 @@
+//! openDesk's `migrations:` values translated into a Migration `spec` (pure).
+//!
+//! `releaseVersion`, `actions`, `actionsSkip` and `secretFiles` mean the same in both and are
+//! carried over as written (validation then judges them exactly as `stagehand validate`
+//! does). `objectStore` is translated key by key from openDesk's keys
+//! (`shared/reference/opendesk-addendum.md`) to Stagehand's fields; what has no counterpart is
+//! a finding that says what to do, never dropped silently.
+
+use serde_json::{Map, Value, json};
+use stagehand_config::{Finding, Problem, Stage, Warning};
+
+/// The keys of openDesk's `migrations:` block.
+pub const BLOCK_KEYS: [&str; 5] = [
+    "releaseVersion",
+    "actions",
+    "actionsSkip",
+    "secretFiles",
+    "objectStore",
+];
+
+/// The keys of openDesk's `migrations.objectStore`.
+pub const STORE_KEYS: [&str; 10] = [
+    "endpoint",
+    "bucket",
+    "username",
+    "region",
+    "port",
+    "useSSL",
+    "pathStyle",
+    "requestTimeoutSeconds",
+    "verifySSL",
+    "caBundle",
+];
+
+/// The `secretFiles` name openDesk mounts the migrations bucket's secret key under.
+pub const STORE_SECRET_FILE: &str = "objectstore-migrations-secret-key";
+
+/// The request timeout of Stagehand's object store client, in seconds
+/// ([`stagehand_actions::handover::DEFAULT_TIMEOUT`]).
+pub fn store_timeout_seconds() -> u64 {
+    stagehand_actions::handover::DEFAULT_TIMEOUT.as_secs()
+}
+
+/// What the import found that `stagehand validate` has no code for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum ImportCode {
+    /// A key of the values that Stagehand does not know.
+    UnknownKey,
+    /// A value that cannot be translated as it is; the message says what to do.
+    Untranslatable,
+    /// A value with no counterpart in Stagehand that does not change what runs.
+    NotCarriedOver,
+}
+
+impl std::fmt::Display for ImportCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self, f)
+    }
+}
+
+/// One finding, located in the values file (`migrations.actions.pre[3].versions.form`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ValuesFinding {
+    /// The code: a validation code (`InvalidVersion`, ...) or an [`ImportCode`].
+    pub code: String,
+    /// Whether it fails the import (a problem) or not (a warning).
+    pub error: bool,
+    /// The path in the values file.
+    pub path: String,
+    /// The action id, when the finding is about an action.
+    pub id: Option<String>,
+    /// What is wrong and what to do.
+    pub message: String,
+}
+
+impl ValuesFinding {
+    fn import(code: ImportCode, error: bool, path: String, message: String) -> Self {
+        Self {
+            code: code.to_string(),
+            error,
+            path,
+            id: None,
+            message,
+        }
+    }
+}
+
+/// Where the `migrations:` block was found.
+#[derive(Debug, Clone)]
+pub struct Block<'a> {
+    /// The block.
+    pub map: &'a Map<String, Value>,
+    /// The path prefix of its keys in the file (`migrations.` or empty).
+    pub prefix: &'static str,
+}
+
+/// Why a values file cannot be used at all (exit 2).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BlockError {
+    /// Neither a `migrations:` key nor the block's own keys.
+    #[error(
+        "no migrations block: expected the rendered helmfile values (with a top-level key migrations:) or the migrations: block itself (with releaseVersion and actions)"
+    )]
+    NoBlock,
+    /// `migrations:` is not a mapping.
+    #[error("migrations is not a mapping")]
+    NotAMapping,
+}
+
+/// Finds the `migrations:` block in a values document.
+pub fn locate(doc: &Value) -> Result<Block<'_>, BlockError> {
+    let root = doc.as_object().ok_or(BlockError::NoBlock)?;
+    if let Some(block) = root.get("migrations") {
+        return block
+            .as_object()
+            .map(|map| Block {
+                map,
+                prefix: "migrations.",
+            })
+            .ok_or(BlockError::NotAMapping);
+    }
+    if root.contains_key("releaseVersion") || root.contains_key("actions") {
+        return Ok(Block {
+            map: root,
+            prefix: "",
+        });
+    }
+    Err(BlockError::NoBlock)
+}
+
+/// The translated spec and the findings of the translation itself.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Translated {
+    /// The Migration `spec` (without `installedRelease`).
+    pub spec: Map<String, Value>,
+    /// What could not be carried over as it is.
+    pub findings: Vec<ValuesFinding>,
+}
+
+/// Translates the block into a Migration spec. `ca_bundle` is the PEM text of the store's CA
+/// (the `--ca-bundle` file), which openDesk's `caBundle` names only as a path inside its pod.
+pub fn translate(block: &Block<'_>, ca_bundle: Option<&str>) -> Translated {
+    let p = block.prefix;
+    let mut spec = Map::new();
+    let mut findings = Vec::new();
+    for (key, value) in block.map {
+        match key.as_str() {
+            "releaseVersion" | "secretFiles" => {
+                spec.insert(key.clone(), value.clone());
+            }
+            "actions" | "actionsSkip" => {
+                spec.insert(key.clone(), without_null_stages(value));
+            }
+            "objectStore" => {
+                if let Some(store) = translate_store(value, p, ca_bundle, &mut findings) {
+                    spec.insert(key.clone(), store);
+                }
+            }
+            other => findings.push(ValuesFinding::import(
+                ImportCode::UnknownKey,
+                true,
+                format!("{p}{other}"),
+                format!(
+                    "openDesk's migrations block has no key {other:?} that Stagehand knows (expected {}): remove it, or correct its spelling",
+                    BLOCK_KEYS.join(", ")
+                ),
+            )),
+        }
+    }
+    Translated { spec, findings }
+}
+
+/// `pre: ~` (an empty stage as helm renders it) becomes `pre: []`.
+fn without_null_stages(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| {
+                    let v = if v.is_null() { json!([]) } else { v.clone() };
+                    (k.clone(), v)
+                })
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+fn translate_store(
+    value: &Value,
+    p: &str,
+    ca_bundle: Option<&str>,
+    findings: &mut Vec<ValuesFinding>,
+) -> Option<Value> {
+    let at = |key: &str| format!("{p}objectStore.{key}");
+    let mut problems = Vec::new();
+    let mut problem = |path: String, message: String| {
+        problems.push(ValuesFinding::import(
+            ImportCode::Untranslatable,
+            true,
+            path,
+            message,
+        ));
+    };
+    let store = match value {
+        Value::Null => return None,
+        Value::Object(map) => map,
+        other => {
+            problem(
+                format!("{p}objectStore"),
+                format!(
+                    "must be a mapping of {}, not {other}",
+                    STORE_KEYS.join(", ")
+                ),
+            );
+            return None;
+        }
+    };
+    let mut out = Map::new();
+    let text = |key: &str| store.get(key).and_then(Value::as_str).map(str::trim);
+    let flag = |key: &str| store.get(key).and_then(Value::as_bool);
+    let mut unknown = Vec::new();
+    for (key, v) in store {
+        if !STORE_KEYS.contains(&key.as_str()) {
+            unknown.push(key.clone());
+            continue;
+        }
+        let wrong = match key.as_str() {
+            "useSSL" | "pathStyle" | "verifySSL" => !v.is_boolean() && !v.is_null(),
+            "port" | "requestTimeoutSeconds" => !v.is_u64() && !v.is_null(),
+            _ => !v.is_string() && !v.is_null(),
+        };
+        if wrong {
+            let expected = match key.as_str() {
+                "useSSL" | "pathStyle" | "verifySSL" => "true or false",
+                "port" | "requestTimeoutSeconds" => "a whole number",
+                _ => "a string",
+            };
+            problem(at(key), format!("{key} must be {expected}, not {v}"));
+        }
+    }
+    for key in unknown {
+        findings.push(ValuesFinding::import(
+            ImportCode::UnknownKey,
+            true,
+            at(&key),
+            format!(
+                "openDesk's objectStore has no key {key:?} that Stagehand knows (expected {}): remove it, or correct its spelling",
+                STORE_KEYS.join(", ")
+            ),
+        ));
+    }
+    // endpoint + useSSL + port -> one URL.
+    let use_ssl = flag("useSSL").unwrap_or(true);
+    let scheme = if use_ssl { "https" } else { "http" };
+    match text("endpoint").filter(|e| !e.is_empty()) {
+        None => problem(
+            at("endpoint"),
+            "the object store's endpoint is missing: set it to the store's host (the one the deployment's other consumers use)".into(),
+        ),
+        Some(endpoint) => {
+            let (given_scheme, rest) = match endpoint.split_once("://") {
+                Some((s, rest)) => (Some(s), rest),
+                None => (None, endpoint),
+            };
+            let rest = rest.trim_end_matches('/');
+            if let Some(s) = given_scheme
+                && s != scheme
+            {
+                problem(
+                    at("endpoint"),
+                    format!(
+                        "endpoint {endpoint:?} says {s}:// but useSSL is {use_ssl}: make them agree"
+                    ),
+                );
+            }
+            let default_port = if use_ssl { 443 } else { 80 };
+            let port = store.get("port").and_then(Value::as_u64);
+            let has_port = rest
+                .rsplit_once(':')
+                .is_some_and(|(_, p)| p.chars().all(|c| c.is_ascii_digit()));
+            let url = match port {
+                Some(port) if !has_port && port != default_port => {
+                    format!("{scheme}://{rest}:{port}")
+                }
+                Some(port) if has_port && !rest.ends_with(&format!(":{port}")) => {
+                    problem(
+                        at("port"),
+                        format!(
+                            "port {port} differs from the port in endpoint {endpoint:?}: make them agree"
+                        ),
+                    );
+                    format!("{scheme}://{rest}")
+                }
+                _ => format!("{scheme}://{rest}"),
+            };
+            out.insert("endpoint".into(), Value::String(url));
+        }
+    }
+    match text("bucket").filter(|b| !b.is_empty()) {
+        Some(bucket) => {
+            out.insert("bucket".into(), Value::String(bucket.into()));
+        }
+        None => problem(
+            at("bucket"),
+            "the bucket is missing: set it to the deployment's migrations bucket (openDesk: \"migrations\")".into(),
+        ),
+    }
+    if let Some(region) = text("region").filter(|r| !r.is_empty()) {
+        out.insert("region".into(), Value::String(region.into()));
+    }
+    if let Some(path_style) = flag("pathStyle") {
+        out.insert("pathStyle".into(), Value::Bool(path_style));
+    }
+    if flag("verifySSL") == Some(false) {
+        out.insert("insecureSkipTlsVerify".into(), Value::Bool(true));
+        findings.push(ValuesFinding::import(
+            ImportCode::NotCarriedOver,
+            false,
+            at("verifySSL"),
+            "verifySSL: false becomes insecureSkipTlsVerify: true: the store's certificate is not checked. Only for test deployments; give the CA with --ca-bundle instead".into(),
+        ));
+    }
+    match (text("caBundle").filter(|c| !c.is_empty()), ca_bundle) {
+        (_, Some(pem)) => {
+            out.insert("caBundle".into(), Value::String(pem.to_string()));
+        }
+        (Some(bundle), None) if bundle.contains("-----BEGIN CERTIFICATE-----") => {
+            out.insert("caBundle".into(), Value::String(bundle.to_string()));
+        }
+        (Some(path), None) => problem(
+            at("caBundle"),
+            format!(
+                "caBundle {path:?} is the path of a CA certificate mounted into openDesk's migrations Job pod; Stagehand reads no file there, it needs the PEM certificates themselves: pass --ca-bundle FILE with a copy of that certificate (from the Secret or ConfigMap mounted at {path:?}), or set spec.objectStore.caBundle to its PEM text"
+            ),
+        ),
+        (None, None) => {}
+    }
+    match text("username").filter(|u| !u.is_empty()) {
+        Some(user) => {
+            out.insert("accessKeyId".into(), Value::String(user.into()));
+        }
+        None => problem(
+            at("username"),
+            "the bucket identity's username (the access key id) is missing: set it (openDesk: \"migration_user\")".into(),
+        ),
+    }
+    if let Some(seconds) = store.get("requestTimeoutSeconds").and_then(Value::as_u64)
+        && seconds != store_timeout_seconds()
+    {
+        findings.push(ValuesFinding::import(
+            ImportCode::NotCarriedOver,
+            false,
+            at("requestTimeoutSeconds"),
+            format!(
+                "requestTimeoutSeconds {seconds} is not carried over: every request of Stagehand's object store client times out after {}s",
+                store_timeout_seconds()
+            ),
+        ));
+    }
+    out.insert(
+        "secretKeyFile".into(),
+        Value::String(STORE_SECRET_FILE.into()),
+    );
+    findings.extend(problems);
+    Some(Value::Object(out))
+}
+
+/// Where a validation finding is in the values file: `migrations.actions.pre[3].versions.form`.
+pub fn values_path<C>(finding: &Finding<C>, prefix: &str) -> String {
+    let field = finding.field.as_deref().unwrap_or("");
+    let (Some(stage), Some(index)) = (finding.stage, finding.index) else {
+        return match field {
+            "objectStore.secretKeyFile" => format!("{prefix}secretFiles"),
+            "objectStore.accessKeyId" => format!("{prefix}objectStore.username"),
+            "installedRelease" => {
+                "installedRelease (from the migrations-status ConfigMap or --installed-release)"
+                    .into()
+            }
+            "" => prefix.trim_end_matches('.').to_string(),
+            f => format!("{prefix}{f}"),
+        };
+    };
+    if field == "actionsSkip" || field == "secretFiles" {
+        // Reported on an action, about a list of the block.
+        return format!("{prefix}{field}{}", stage_suffix(field, stage));
+    }
+    let (list, rest) = match field.strip_prefix("actionsSkip.") {
+        Some(rest) => ("actionsSkip", rest),
+        None => ("actions", field),
+    };
+    let mut out = format!("{prefix}{list}.{stage}[{index}]");
+    if !rest.is_empty() {
+        out.push('.');
+        out.push_str(rest);
+    }
+    out
+}
+
+fn stage_suffix(field: &str, stage: Stage) -> String {
+    if field == "actionsSkip" {
+        format!(".{stage}")
+    } else {
+        String::new()
+    }
+}
+
+/// A validation problem as a values finding.
+pub fn from_problem(p: &Problem, prefix: &str) -> ValuesFinding {
+    ValuesFinding {
+        code: p.code.to_string(),
+        error: true,
+        path: values_path(p, prefix),
+        id: p.id.clone(),
+        message: p.message.clone(),
+    }
+}
+
+/// A validation warning as a values finding.
+pub fn from_warning(w: &Warning, prefix: &str) -> ValuesFinding {
+    ValuesFinding {
+        code: w.code.to_string(),
+        error: false,
+        path: values_path(w, prefix),
+        id: w.id.clone(),
+        message: w.message.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use stagehand_config::ProblemCode;
+
+    fn store(v: Value, ca: Option<&str>) -> (Option<Value>, Vec<ValuesFinding>) {
+        let mut findings = Vec::new();
+        let out = translate_store(&v, "migrations.", ca, &mut findings);
+        (out, findings)
+    }
+
+    #[test]
+    fn opendesk_store_keys_become_stagehand_fields() {
+        let (out, findings) = store(
+            json!({"endpoint": "objectstore.example.org", "bucket": "migrations",
+                   "username": "migration_user", "region": "eu-west-1", "port": 443,
+                   "useSSL": true, "pathStyle": true, "requestTimeoutSeconds": 30,
+                   "verifySSL": true, "caBundle": ""}),
+            None,
+        );
+        assert_eq!(findings, vec![]);
+        assert_eq!(
+            out.unwrap(),
+            json!({"endpoint": "https://objectstore.example.org", "bucket": "migrations",
+                   "region": "eu-west-1", "pathStyle": true, "accessKeyId": "migration_user",
+                   "secretKeyFile": "objectstore-migrations-secret-key"})
+        );
+        let (out, _) = store(
+            json!({"endpoint": "minio", "bucket": "b", "username": "u", "port": 9000, "useSSL": false}),
+            None,
+        );
+        assert_eq!(out.unwrap()["endpoint"], "http://minio:9000");
+    }
+
+    #[test]
+    fn what_cannot_be_translated_is_a_finding() {
+        let (out, findings) = store(
+            json!({"endpoint": "s3", "bucket": "b", "username": "u",
+                   "caBundle": "/etc/ssl/certs/custom-ca.pem"}),
+            None,
+        );
+        assert!(out.unwrap().get("caBundle").is_none());
+        assert_eq!(findings.len(), 1, "{findings:?}");
+        assert_eq!(findings[0].path, "migrations.objectStore.caBundle");
+        assert!(findings[0].error);
+        assert!(findings[0].message.contains("--ca-bundle"));
+        let (out, findings) = store(
+            json!({"endpoint": "s3", "bucket": "b", "username": "u",
+                   "caBundle": "/etc/ssl/certs/custom-ca.pem"}),
+            Some("-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n"),
+        );
+        assert!(findings.is_empty());
+        assert!(out.unwrap()["caBundle"].as_str().unwrap().contains("BEGIN"));
+        let (out, findings) = store(
+            json!({"endpoint": "s3", "bucket": "b", "username": "u", "verifySSL": false,
+                   "requestTimeoutSeconds": 90, "sessionToken": "x"}),
+            None,
+        );
+        assert_eq!(out.unwrap()["insecureSkipTlsVerify"], true);
+        let codes: Vec<_> = findings
+            .iter()
+            .map(|f| (f.code.as_str(), f.error, f.path.as_str()))
+            .collect();
+        assert!(codes.contains(&("UnknownKey", true, "migrations.objectStore.sessionToken")));
+        assert!(codes.contains(&("NotCarriedOver", false, "migrations.objectStore.verifySSL")));
+        assert!(codes.contains(&(
+            "NotCarriedOver",
+            false,
+            "migrations.objectStore.requestTimeoutSeconds"
+        )));
+        let (_, findings) = store(json!({"useSSL": "yes"}), None);
+        let paths: Vec<_> = findings.iter().map(|f| f.path.as_str()).collect();
+        for p in ["useSSL", "endpoint", "bucket", "username"] {
+            assert!(
+                paths.contains(&format!("migrations.objectStore.{p}").as_str()),
+                "{p}: {paths:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_block_is_found_in_full_values_or_alone() {
+        let full = json!({"global": {}, "migrations": {"releaseVersion": "v1.18.0"}});
+        assert_eq!(locate(&full).unwrap().prefix, "migrations.");
+        let alone = json!({"releaseVersion": "v1.18.0", "actions": {}});
+        assert_eq!(locate(&alone).unwrap().prefix, "");
+        assert_eq!(
+            locate(&json!({"global": {}})).unwrap_err(),
+            BlockError::NoBlock
+        );
+        let t = translate(
+            &locate(&json!({"migrations": {"releaseVersion": "v1.18.0", "actionz": {}}})).unwrap(),
+            None,
+        );
+        assert_eq!(t.findings[0].path, "migrations.actionz");
+    }
+
+    #[test]
+    fn validation_findings_get_values_paths() {
+        let at = |field: &str| {
+            Problem::at(
+                ProblemCode::UnknownVersionsKey,
+                Stage::Pre,
+                3,
+                Some("x"),
+                field,
+                "m",
+            )
+        };
+        assert_eq!(
+            values_path(&at("versions.form"), "migrations."),
+            "migrations.actions.pre[3].versions.form"
+        );
+        assert_eq!(
+            values_path(&at("actionsSkip.tag"), "migrations."),
+            "migrations.actionsSkip.pre[3].tag"
+        );
+        assert_eq!(
+            values_path(&at("actionsSkip"), "migrations."),
+            "migrations.actionsSkip.pre"
+        );
+        assert_eq!(values_path(&at(""), ""), "actions.pre[3]");
+        let top = Problem::top(
+            ProblemCode::MissingSecretFile,
+            "objectStore.secretKeyFile",
+            "m",
+        );
+        assert_eq!(values_path(&top, "migrations."), "migrations.secretFiles");
+        let top = Problem::top(ProblemCode::InvalidVersion, "releaseVersion", "m");
+        assert_eq!(
+            values_path(&top, "migrations."),
+            "migrations.releaseVersion"
+        );
+    }
+}
