@@ -79,6 +79,13 @@ pub struct MigrationSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
     pub history_config_map: Option<String>,
+    /// Finished MigrationRuns kept per stage (default 10, at least 1): when a run finishes,
+    /// older finished runs of the same stage beyond this many are deleted, newest kept. A
+    /// deployment creates a new run each time, so this keeps them from piling up. Runs that
+    /// have not finished are never deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub run_history_limit: Option<u32>,
 }
 
 fn default_false() -> bool {

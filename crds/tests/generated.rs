@@ -275,3 +275,87 @@ fn v1alpha1_only_crds_store_v1alpha1() {
         assert!(c.spec.versions[0].storage && c.spec.versions[0].served);
     }
 }
+
+/// Every schema of a CRD version, depth first.
+fn walk<'a>(s: &'a JSONSchemaProps, out: &mut Vec<&'a JSONSchemaProps>) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaPropsOrArray;
+    out.push(s);
+    for child in s.properties.iter().flat_map(|p| p.values()) {
+        walk(child, out);
+    }
+    if let Some(JSONSchemaPropsOrArray::Schema(item)) = &s.items {
+        walk(item, out);
+    }
+}
+
+#[test]
+fn the_api_server_knows_every_format_and_nullable_enums_take_null() {
+    for c in crds().unwrap() {
+        for v in &c.spec.versions {
+            let mut all = Vec::new();
+            walk(schema(v), &mut all);
+            for s in all {
+                if let Some(f) = &s.format {
+                    assert!(
+                        stagehand_crds::generate::KNOWN_FORMATS.contains(&f.as_str()),
+                        "{} {}: format {f:?} makes kubectl apply warn",
+                        c.spec.names.kind,
+                        v.name
+                    );
+                }
+                if s.nullable == Some(true)
+                    && let Some(values) = &s.enum_
+                {
+                    assert!(
+                        values.iter().any(|j| j.0.is_null()),
+                        "{} {}: a nullable enum without null refuses a finding without a stage",
+                        c.spec.names.kind,
+                        v.name
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn every_version_defaults_status_to_not_observed() {
+    for c in crds().unwrap() {
+        for v in &c.spec.versions {
+            assert_eq!(
+                prop(schema(v), &["status"])
+                    .default
+                    .as_ref()
+                    .map(|d| d.0.clone()),
+                Some(serde_json::json!({
+                    "observedGeneration": stagehand_crds::generate::UNOBSERVED_GENERATION
+                })),
+                "{} {}",
+                c.spec.names.kind,
+                v.name
+            );
+        }
+    }
+    assert_eq!(stagehand_crds::generate::UNOBSERVED_GENERATION, -1);
+}
+
+#[test]
+fn the_validator_knows_every_spec_field_of_a_migration() {
+    // A spec field the CRD has but validation does not know is reported as an unknown key,
+    // which stalls every Migration that sets it.
+    let spec = stagehand_crds::MigrationSpec {
+        release_version: "v1.18.0".into(),
+        object_store: Some(Default::default()),
+        installed_release: Some("v1.17.3".into()),
+        history_config_map: Some("h".into()),
+        run_history_limit: Some(3),
+        ..Default::default()
+    };
+    let value = serde_json::to_value(&spec).unwrap();
+    for key in value.as_object().unwrap().keys() {
+        assert!(
+            stagehand_config::declarations::SPEC_KEYS.contains(&key.as_str()),
+            "spec.{key} is not in SPEC_KEYS"
+        );
+    }
+}

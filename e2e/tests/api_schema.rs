@@ -174,3 +174,76 @@ async fn the_api_server_enforces_the_schema_rules() {
     );
     drop(ns);
 }
+
+#[tokio::test]
+async fn applying_the_crds_prints_no_warning() {
+    let _client = client().await;
+    let committed = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/crds/stagehand-crds.yaml"
+    ))
+    .unwrap();
+    // Both ways the docs install them; the API server's warnings (e.g. `unrecognized format
+    // "uint"`) come back on stderr as `Warning: ...`.
+    for args in [
+        &["apply", "--server-side", "--force-conflicts", "-f", "-"][..],
+        &["apply", "-f", "-"][..],
+    ] {
+        let out = kubectl_stdin(args, Some(&committed));
+        let err = stderr(&out);
+        assert!(out.status.success(), "kubectl {args:?}: {err}");
+        // kubectl's own note when a client-side apply follows the server-side one of other
+        // tests is not the API server's; every other warning is.
+        let warnings: Vec<&str> = err
+            .lines()
+            .filter(|l| l.to_ascii_lowercase().contains("warning"))
+            .filter(|l| !l.contains("kubectl.kubernetes.io/last-applied-configuration"))
+            .collect();
+        assert!(
+            warnings.is_empty(),
+            "kubectl {args:?} printed warnings: {warnings:#?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_object_no_operator_has_seen_reads_back_as_not_observed() {
+    let client = client().await;
+    install_current_crds();
+    let ns = TestNamespace::new(&client, "unobserved").await;
+    let good = r#"{minimum: "v1.15", from: "v1.15", to: "v1.17"}"#;
+    ok(
+        "apply Migration",
+        &kubectl_stdin(
+            &["apply", "-f", "-"],
+            Some(&migration(&ns.name, "opendesk", "v1beta1", good)),
+        ),
+    );
+    let run = format!(
+        "apiVersion: stagehand.dev/v1beta1\nkind: MigrationRun\nmetadata: {{name: r, namespace: {}}}\nspec: {{migrationRef: opendesk, stage: pre, release: v1.18.0}}\n",
+        ns.name
+    );
+    // The status a client sends on create is dropped; the default fills it in on read.
+    let with_status = format!("{run}status: {{observedGeneration: 1}}\n");
+    ok(
+        "create run",
+        &kubectl_stdin(&["create", "-f", "-"], Some(&with_status)),
+    );
+    for (kind, version) in [
+        ("migrationrun.v1beta1.stagehand.dev/r", "v1beta1"),
+        ("migrationrun.v1alpha1.stagehand.dev/r", "v1alpha1"),
+        ("migration.v1beta1.stagehand.dev/opendesk", "v1beta1"),
+        ("migration.v1alpha1.stagehand.dev/opendesk", "v1alpha1"),
+    ] {
+        let got: serde_json::Value = serde_json::from_str(&ok(
+            "get",
+            &kubectl(&["get", kind, "-n", &ns.name, "-o", "json"]),
+        ))
+        .unwrap();
+        assert_eq!(got["metadata"]["generation"], 1, "{kind}");
+        assert_eq!(
+            got["status"]["observedGeneration"], -1,
+            "{kind} ({version}) read back before any operator saw it: {got}"
+        );
+    }
+}
