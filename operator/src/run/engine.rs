@@ -32,6 +32,7 @@ use super::freeze::{declarations_changed, freeze};
 use super::gate::{Gate, gate, pre_run_of, terminal, track_suspension};
 use super::history::{History, HistoryError, mirror};
 use super::preflight::{Prepared, declared_problems, load_secrets, needed_files, prove};
+use super::retention;
 use super::status::{StatusError, apply_run_status};
 
 /// The reason of an action that ran in dry-run mode (the run's `spec.dryRun` or its own
@@ -149,6 +150,8 @@ struct Reconcile {
     runs: Api<MigrationRun>,
     migrations: Api<Migration>,
     status: MigrationRunStatus,
+    /// The Migration's `spec.runHistoryLimit`, once read.
+    run_history_limit: Option<u32>,
 }
 
 impl Reconcile {
@@ -164,14 +167,62 @@ impl Reconcile {
             &key,
             matches!(phase, Phase::Waiting(_) | Phase::Suspended(_)),
         );
-        if phase.is_terminal() && status.completion_time.is_none() {
+        let finishing = phase.is_terminal() && status.completion_time.is_none();
+        if finishing {
             status.completion_time = Some(now());
             self.shared
                 .metrics
                 .run_finished(&phase.reason().to_ascii_lowercase());
         }
         apply_run_status(&self.runs, &run.name_any(), status).await?;
+        if finishing {
+            self.prune().await;
+        }
         Ok(())
+    }
+
+    /// Deletes the finished runs of this run's Migration and stage beyond its
+    /// `runHistoryLimit` ([`retention`]). A failure is logged, never the run's failure.
+    async fn prune(&self) {
+        let keep = self
+            .run_history_limit
+            .unwrap_or(retention::DEFAULT_RUN_HISTORY_LIMIT);
+        let runs = match list_runs(&self.runs).await {
+            Ok(r) => r,
+            Err(e) => {
+                warn!(error = %e, "cannot list runs to delete the old finished ones");
+                return;
+            }
+        };
+        let name = self.run.name_any();
+        for old in retention::expired(
+            &runs,
+            &self.run.spec.migration_ref,
+            self.run.spec.stage,
+            keep,
+            &name,
+        ) {
+            let params = kube::api::DeleteParams {
+                preconditions: old
+                    .metadata
+                    .uid
+                    .clone()
+                    .map(|uid| kube::api::Preconditions {
+                        uid: Some(uid),
+                        resource_version: None,
+                    }),
+                ..Default::default()
+            };
+            match self.runs.delete(&old.name_any(), &params).await {
+                Ok(_) => {
+                    info!(deleted = %old.name_any(), keep, "deleted an old finished run (runHistoryLimit)")
+                }
+                Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
+                Err(e) => {
+                    warn!(run = %old.name_any(), error = %e, "cannot delete an old finished run")
+                }
+            }
+        }
     }
 
     async fn event(&self, type_: EventType, reason: &str, note: String) {
@@ -210,6 +261,7 @@ async fn pipeline(run: Arc<MigrationRun>, shared: Arc<Shared>) -> Result<Requeue
         runs: Api::namespaced(shared.client.clone(), &namespace),
         migrations: Api::namespaced(shared.client.clone(), &namespace),
         status: run.status.clone().unwrap_or_default(),
+        run_history_limit: None,
         shared,
         run,
     };
@@ -219,6 +271,7 @@ async fn pipeline(run: Arc<MigrationRun>, shared: Arc<Shared>) -> Result<Requeue
 
     // 1. gate
     let migration = read_migration(&r).await?;
+    r.run_history_limit = migration.as_ref().and_then(|m| m.spec.run_history_limit);
     // A run that started is past the gate: its siblings are not needed.
     let siblings = if r.status.start_time.is_none() {
         list_runs(&r.runs).await?

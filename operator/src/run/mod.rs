@@ -16,4 +16,5 @@ pub mod gate;
 pub mod history;
 pub mod ledger;
 pub mod preflight;
+pub mod retention;
 pub mod status;

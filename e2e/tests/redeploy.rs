@@ -1,0 +1,108 @@
+//! A new run per deployment (issue 13): runs created with `generateName`, as an Argo CD
+//! PreSync hook or a pipeline creates them on every deployment. A tagged action runs once
+//! (the next runs skip it, `FootprintRecorded`), an untagged one runs every time, and the
+//! Migration keeps only its newest `runHistoryLimit` finished runs of the stage.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use serde_json::Value;
+use stagehand_e2e::{
+    OperatorProcess, TestNamespace, apply, client, install_crds, kubectl, kubectl_stdin, ok,
+    running_pods, statefulset, wait,
+};
+
+const WINDOW: &str = r#"{minimum: "v1.15", from: "v1.15", to: "v1.18"}"#;
+
+fn migration(ns: &str) -> String {
+    format!(
+        "apiVersion: stagehand.dev/v1beta1\nkind: Migration\nmetadata: {{name: opendesk, namespace: {ns}}}\nspec:\n  releaseVersion: \"v1.18.0\"\n  installedRelease: \"v1.17.3\"\n  runHistoryLimit: 2\n  actions:\n    pre:\n      - id: workload_scale\n        tag: \"v1.18.0\"\n        versions: {WINDOW}\n        config: {{workload: {{kind: StatefulSet, name: once, replicas: 1, timeoutSeconds: 60}}}}\n      - id: workload_scale\n        versions: {WINDOW}\n        config: {{workload: {{kind: StatefulSet, name: every, replicas: 1, timeoutSeconds: 60}}}}\n    post: []\n"
+    )
+}
+
+fn runs(ns: &str) -> Vec<Value> {
+    let out = ok(
+        "list runs",
+        &kubectl(&["get", "migrationruns", "-n", ns, "-o", "json"]),
+    );
+    let list: Value = serde_json::from_str(&out).unwrap();
+    list["items"].as_array().unwrap().clone()
+}
+
+fn decisions(run: &Value) -> Vec<(String, String)> {
+    run["status"]["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["decision"].as_str().unwrap().to_string(),
+                a["reason"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_deployment_runs_untagged_actions_again_and_old_runs_are_deleted() {
+    let client = client().await;
+    install_crds();
+    let ns = TestNamespace::new(&client, "redeploy").await;
+    apply(&statefulset(&ns.name, "once", 1));
+    apply(&statefulset(&ns.name, "every", 1));
+    running_pods(&ns.name, "once", 1).await;
+    running_pods(&ns.name, "every", 1).await;
+    apply(&migration(&ns.name));
+    let _operator = OperatorProcess::start(&ns.name);
+    wait(&ns.name, "migration/opendesk", "Ready");
+
+    let mut names = Vec::new();
+    for deployment in 1..=3 {
+        let created = ok(
+            "create run",
+            &kubectl_stdin(
+                &["create", "-o", "name", "-f", "-"],
+                Some(&format!(
+                    "apiVersion: stagehand.dev/v1beta1\nkind: MigrationRun\nmetadata: {{generateName: opendesk-pre-, namespace: {}}}\nspec: {{migrationRef: opendesk, stage: pre, release: v1.18.0}}\n",
+                    ns.name
+                )),
+            ),
+        );
+        let name = created.trim().to_string();
+        wait(&ns.name, &name, "Ready");
+        let run: Value = serde_json::from_str(&ok(
+            "get run",
+            &kubectl(&["get", &name, "-n", &ns.name, "-o", "json"]),
+        ))
+        .unwrap();
+        let expected_tagged = if deployment == 1 {
+            ("Succeeded", "InWindow")
+        } else {
+            ("Skipped", "FootprintRecorded")
+        };
+        let got = decisions(&run);
+        assert_eq!(
+            (got[0].0.as_str(), got[0].1.as_str()),
+            expected_tagged,
+            "deployment {deployment}: the tagged action runs once: {got:?}"
+        );
+        assert_eq!(
+            got[1].0, "Succeeded",
+            "deployment {deployment}: the untagged action runs every time: {got:?}"
+        );
+        names.push(name);
+    }
+
+    // runHistoryLimit 2: the first run was deleted when the third finished.
+    let mut left: Vec<String> = runs(&ns.name)
+        .iter()
+        .map(|r| {
+            format!(
+                "migrationrun.stagehand.dev/{}",
+                r["metadata"]["name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    let mut expected = names[1..].to_vec();
+    expected.sort();
+    left.sort();
+    assert_eq!(left, expected, "the newest 2 finished runs are kept");
+}
