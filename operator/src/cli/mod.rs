@@ -8,6 +8,7 @@ pub mod operator;
 pub mod plan;
 pub mod storage;
 pub mod validate;
+pub mod wait;
 
 use std::path::PathBuf;
 
@@ -90,6 +91,10 @@ pub enum Command {
         #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
         output: Output,
     },
+    /// Follow a MigrationRun (or both stages of a release) until it is done: one line per
+    /// action as it starts and ends; exit 0 succeeded, 1 stalled or failed, 2 timeout or
+    /// usage error.
+    Wait(wait::WaitArgs),
     /// Print a CRD's served, storage and stored versions, then `PENDING <version>` (exit 1)
     /// or `MIGRATED` (exit 0). Read-only.
     StorageStatus {
@@ -129,6 +134,27 @@ pub(crate) fn runtime(command: &str) -> Option<tokio::runtime::Runtime> {
     }
 }
 
+/// Runs `f` with a client of the current kubeconfig on a small runtime; exit 2 when there is
+/// no runtime or no usable kubeconfig.
+pub(crate) fn with_client<F, Fut>(command: &str, f: F) -> u8
+where
+    F: FnOnce(kube::Client) -> Fut,
+    Fut: std::future::Future<Output = u8>,
+{
+    let Some(runtime) = runtime(command) else {
+        return EXIT_USAGE;
+    };
+    runtime.block_on(async {
+        match kube::Client::try_default().await {
+            Ok(client) => f(client).await,
+            Err(e) => {
+                eprintln!("stagehand {command}: cannot connect with the current kubeconfig: {e}");
+                EXIT_USAGE
+            }
+        }
+    })
+}
+
 fn parse_stage(s: &str) -> Result<Stage, String> {
     s.parse()
 }
@@ -150,6 +176,7 @@ pub fn run(cli: Cli) -> u8 {
             last_migrated,
             output,
         } => plan::run(&file, stage, last_migrated.as_deref(), output),
+        Command::Wait(args) => wait::run(args),
         Command::StorageStatus { crd } => storage::status(&crd),
         Command::StorageMigrate {
             crd,

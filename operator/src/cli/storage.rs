@@ -1,32 +1,9 @@
 //! `stagehand storage-status` and `stagehand storage-migrate`: the storage-version lab's check
 //! and procedure, against the cluster of the current kubeconfig.
 
-use std::future::Future;
-
-use kube::Client;
 use stagehand_actions::crd_storage_version_migrate::engine::{self, MigrateOptions};
 
-use super::{EXIT_INVALID, EXIT_OK, EXIT_USAGE};
-
-/// Runs `fut` with a client of the current kubeconfig on a small runtime.
-fn with_client<F, Fut>(command: &str, f: F) -> u8
-where
-    F: FnOnce(Client) -> Fut,
-    Fut: Future<Output = u8>,
-{
-    let Some(runtime) = super::runtime(command) else {
-        return EXIT_USAGE;
-    };
-    runtime.block_on(async {
-        match Client::try_default().await {
-            Ok(client) => f(client).await,
-            Err(e) => {
-                eprintln!("stagehand {command}: cannot connect with the current kubeconfig: {e}");
-                EXIT_USAGE
-            }
-        }
-    })
-}
+use super::{EXIT_INVALID, EXIT_OK, EXIT_USAGE, with_client};
 
 /// Prints the lab's check; exit 0 `MIGRATED`, 1 `PENDING`, 2 when it cannot tell.
 pub fn status(crd: &str) -> u8 {
