@@ -387,7 +387,7 @@ async fn helm4_install_wait_fails_fast_on_a_failed_run_with_its_message() {
     );
     assert!(!output.contains("context deadline exceeded"), "{output}");
     eprintln!(
-        "helm 4 --wait on a failed run: exit {status} after {:.1} s (timeout 180 s); it printed:\n{}",
+        "helm 4 --wait on a failed run: {status} after {:.1} s (timeout 180 s); it printed:\n{}",
         elapsed.as_secs_f64(),
         output.trim()
     );
