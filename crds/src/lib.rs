@@ -26,4 +26,6 @@ pub const DEPRECATED_VERSION: &str = "v1alpha1";
 pub const CATEGORY: &str = "stagehand";
 
 // The current version's types, for the operator and CLI.
-pub use v1beta1::{Migration, MigrationRun, MigrationRunSpec, MigrationSpec};
+pub use v1beta1::{
+    APPROVE_PLAN_ANNOTATION, Approval, Migration, MigrationRun, MigrationRunSpec, MigrationSpec,
+};

@@ -155,7 +155,35 @@ pub struct MigrationRunSpec {
     #[schemars(default = "default_wait_timeout_seconds", range(min = 1))]
     #[x_kube(validation = Rule::new("self == oldSelf").message("waitTimeoutSeconds is immutable: create a new MigrationRun instead"))]
     pub wait_timeout_seconds: i64,
+    /// `Automatic` (default): the run executes its plan. `Manual`: it plans and runs the
+    /// preflight, writes the frozen plan and its digest (`status.frozenPlan.digest`), then
+    /// waits with reason `AwaitingApproval` until it is annotated
+    /// `stagehand.dev/approve-plan=<that digest>` (`stagehand approve migrationrun/NAME`).
+    #[serde(default)]
+    #[schemars(default = "default_approval")]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("approval is immutable: create a new MigrationRun instead"))]
+    pub approval: Approval,
 }
+
+/// Whether a run needs a person's approval of its plan before it changes anything.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema,
+)]
+pub enum Approval {
+    /// The run executes its plan as soon as the preflight passed.
+    #[default]
+    Automatic,
+    /// The run waits for the annotation `stagehand.dev/approve-plan` naming its plan's digest.
+    Manual,
+}
+
+fn default_approval() -> Approval {
+    Approval::Automatic
+}
+
+/// The annotation that approves a `Manual` run's plan; its value is the plan's digest
+/// (`status.frozenPlan.digest`).
+pub const APPROVE_PLAN_ANNOTATION: &str = "stagehand.dev/approve-plan";
 
 /// One hour: enough for a deployment between the pre and the post stage.
 pub const DEFAULT_WAIT_TIMEOUT_SECONDS: i64 = 3600;
@@ -172,6 +200,7 @@ impl Default for MigrationRunSpec {
             release: String::new(),
             dry_run: false,
             wait_timeout_seconds: DEFAULT_WAIT_TIMEOUT_SECONDS,
+            approval: Approval::Automatic,
         }
     }
 }

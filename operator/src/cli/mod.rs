@@ -1,6 +1,7 @@
 //! The command line (SPEC 6a). Exit codes: 0 success/valid, 1 invalid (or `PENDING`),
 //! 2 usage error or unreadable input.
 
+pub mod approve;
 pub mod crds;
 pub mod import;
 pub mod manifest;
@@ -95,6 +96,9 @@ pub enum Command {
     /// action as it starts and ends; exit 0 succeeded, 1 stalled or failed, 2 timeout or
     /// usage error.
     Wait(wait::WaitArgs),
+    /// Print the plan a `Manual` MigrationRun froze and, once confirmed, approve it (the
+    /// annotation `stagehand.dev/approve-plan=<digest>`).
+    Approve(approve::ApproveArgs),
     /// Print a CRD's served, storage and stored versions, then `PENDING <version>` (exit 1)
     /// or `MIGRATED` (exit 0). Read-only.
     StorageStatus {
@@ -177,6 +181,7 @@ pub fn run(cli: Cli) -> u8 {
             output,
         } => plan::run(&file, stage, last_migrated.as_deref(), output),
         Command::Wait(args) => wait::run(args),
+        Command::Approve(args) => approve::run(args),
         Command::StorageStatus { crd } => storage::status(&crd),
         Command::StorageMigrate {
             crd,

@@ -97,14 +97,20 @@ fn print_table(actions: &[PlannedAction]) {
             ]
         })
         .collect();
+    print_plan_rows(&rows);
+}
+
+/// Prints plan rows (index, id, tag, runMode, decision, reason) under the plan table's header,
+/// columns aligned: the offline `plan` and `approve` print plans alike.
+pub(crate) fn print_plan_rows(rows: &[[String; 6]]) {
     let header = ["INDEX", "ID", "TAG", "RUNMODE", "DECISION", "REASON"].map(String::from);
     let mut widths = header.clone().map(|h| h.len());
-    for row in &rows {
+    for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.len());
         }
     }
-    for row in std::iter::once(&header).chain(&rows) {
+    for row in std::iter::once(&header).chain(rows) {
         let line: Vec<String> = row
             .iter()
             .zip(widths)

@@ -26,6 +26,9 @@ pub enum Phase {
     PreflightFailed(String),
     /// The history ledger exists but cannot be read; nothing was changed.
     HistoryUnreadable(String),
+    /// A `Manual` run planned and passed its preflight; it waits for the annotation that
+    /// approves its plan's digest. Nothing was changed.
+    AwaitingApproval(String),
 }
 
 impl Phase {
@@ -33,7 +36,10 @@ impl Phase {
     pub fn is_terminal(&self) -> bool {
         !matches!(
             self,
-            Phase::Waiting(_) | Phase::Running(_) | Phase::Suspended(_)
+            Phase::Waiting(_)
+                | Phase::Running(_)
+                | Phase::Suspended(_)
+                | Phase::AwaitingApproval(_)
         )
     }
 
@@ -54,6 +60,7 @@ impl Phase {
             Phase::DeclarationsChanged(_) => "DeclarationsChanged",
             Phase::PreflightFailed(_) => "PreflightFailed",
             Phase::HistoryUnreadable(_) => "HistoryUnreadable",
+            Phase::AwaitingApproval(_) => "AwaitingApproval",
         }
     }
 
@@ -68,7 +75,8 @@ impl Phase {
             | Phase::Suspended(m)
             | Phase::DeclarationsChanged(m)
             | Phase::PreflightFailed(m)
-            | Phase::HistoryUnreadable(m) => m,
+            | Phase::HistoryUnreadable(m)
+            | Phase::AwaitingApproval(m) => m,
         }
     }
 }
@@ -224,6 +232,18 @@ mod tests {
         assert_eq!(get(&suspended, "Reconciling").status, "True");
         assert_eq!(get(&suspended, "Stalled").status, "False");
         assert!(suspended.iter().all(|c| c.type_ != "Succeeded"), "not over");
+        let awaiting = run_conditions(&Phase::AwaitingApproval("approve".into()), Some(1), &[]);
+        assert_eq!(
+            (
+                get(&awaiting, "Ready").status.as_str(),
+                get(&awaiting, "Ready").reason.as_str(),
+                get(&awaiting, "Reconciling").status.as_str(),
+                get(&awaiting, "Stalled").status.as_str()
+            ),
+            ("False", "AwaitingApproval", "True", "False"),
+            "kstatus: InProgress"
+        );
+        assert!(awaiting.iter().all(|c| c.type_ != "Succeeded"), "not over");
     }
 
     #[test]

@@ -26,6 +26,7 @@ use stagehand_crds::{Migration, MigrationRun};
 use tokio::sync::watch;
 use tracing::{Instrument, info, info_span, warn};
 
+use super::approval;
 use super::assess::{Assessment, assess};
 use super::conditions::{Phase, run_conditions};
 use super::freeze::{declarations_changed, freeze};
@@ -165,7 +166,18 @@ impl Reconcile {
         let key = format!("{}/{}", run.namespace().unwrap_or_default(), run.name_any());
         self.shared.metrics.run_waiting(
             &key,
-            matches!(phase, Phase::Waiting(_) | Phase::Suspended(_)),
+            matches!(
+                phase,
+                Phase::Waiting(_) | Phase::Suspended(_) | Phase::AwaitingApproval(_)
+            ),
+        );
+        self.shared.metrics.run_phase(
+            &key,
+            match phase {
+                Phase::Running(_) => Some("running"),
+                p if !p.is_terminal() => Some("waiting"),
+                _ => None,
+            },
         );
         let finishing = phase.is_terminal() && status.completion_time.is_none();
         if finishing {
@@ -385,6 +397,25 @@ async fn pipeline(run: Arc<MigrationRun>, shared: Arc<Shared>) -> Result<Requeue
         }
         if first_pass {
             info!(actions = prepared.len(), "preflight passed");
+        }
+    }
+
+    // 4b. approval: a Manual run changes nothing until its frozen plan is approved.
+    if first_pass {
+        let digest = r
+            .status
+            .frozen_plan
+            .as_ref()
+            .map(|f| f.digest.clone())
+            .unwrap_or_default();
+        if let approval::Verdict::Awaiting(message) = approval::check(&r.run, &digest) {
+            if r.status.conditions.iter().all(|c| c.message != message) {
+                info!(%digest, "waiting for the plan's approval");
+                r.event(EventType::Normal, "AwaitingApproval", message.clone())
+                    .await;
+            }
+            r.write(&Phase::AwaitingApproval(message)).await?;
+            return Ok(Requeue::await_change());
         }
     }
 

@@ -7,6 +7,7 @@
 //! history's record of truth is a ledger ConfigMap ([`ledger`] is its format, [`history`] reads
 //! and writes it), mirrored into the Migration's status.
 
+pub mod approval;
 pub mod assess;
 pub mod conditions;
 pub mod controller;

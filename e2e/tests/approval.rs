@@ -1,0 +1,173 @@
+//! A plan a person approves (issue 14): a `Manual` run plans, runs its preflight, writes its
+//! frozen plan and digest and waits (`AwaitingApproval`, kstatus InProgress) with nothing
+//! changed; an approval of another digest is refused in its condition; `stagehand approve`
+//! prints the plan and approves it only when confirmed; then the run executes.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use serde_json::Value;
+use stagehand_e2e::{
+    OperatorProcess, TestNamespace, apply, client, condition, get, install_crds, kubeconfig,
+    kubectl, ok, running_pods, stagehand_bin, statefulset, stderr, stdout, wait, wait_for,
+};
+
+const WINDOW: &str = r#"{minimum: "v1.15", from: "v1.15", to: "v1.17"}"#;
+
+fn replicas(ns: &str, sts: &str) -> String {
+    stdout(&kubectl(&[
+        "get",
+        "statefulset",
+        sts,
+        "-n",
+        ns,
+        "-o",
+        "jsonpath={.spec.replicas}",
+    ]))
+}
+
+/// `stagehand approve ARGS` with `input` on stdin.
+fn approve(args: &[&str], input: &str) -> std::process::Output {
+    use std::io::Write;
+    let mut child = std::process::Command::new(stagehand_bin())
+        .env("KUBECONFIG", kubeconfig())
+        .arg("approve")
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+async fn message_contains(ns: &str, what: &str, text: &str) -> Value {
+    wait_for(
+        &format!("{what}'s Ready message containing {text:?}"),
+        Duration::from_secs(60),
+        || async {
+            let obj = get(ns, what);
+            condition(&obj, "Ready")["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(text))
+                .then_some(obj)
+        },
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manual_run_waits_for_the_approval_of_its_own_plan() {
+    let client = client().await;
+    install_crds();
+    let ns = TestNamespace::new(&client, "approval").await;
+    apply(&statefulset(&ns.name, "ums", 2));
+    running_pods(&ns.name, "ums", 2).await;
+    apply(&format!(
+        "apiVersion: stagehand.dev/v1beta1\nkind: Migration\nmetadata: {{name: opendesk, namespace: {}}}\nspec:\n  releaseVersion: \"v1.18.0\"\n  installedRelease: \"v1.17.3\"\n  actions:\n    pre:\n      - id: workload_scale\n        tag: \"v1.18.0\"\n        versions: {WINDOW}\n        config: {{workload: {{kind: StatefulSet, name: ums, replicas: 0, timeoutSeconds: 60}}}}\n    post: []\n",
+        ns.name
+    ));
+    let _operator = OperatorProcess::start(&ns.name);
+    apply(&format!(
+        "apiVersion: stagehand.dev/v1beta1\nkind: MigrationRun\nmetadata: {{name: pre, namespace: {}}}\nspec: {{migrationRef: opendesk, stage: pre, release: v1.18.0, approval: Manual}}\n",
+        ns.name
+    ));
+    let run = message_contains(&ns.name, "migrationrun/pre", "waiting for approval of plan").await;
+    let ready = condition(&run, "Ready");
+    assert_eq!(ready["reason"], "AwaitingApproval", "{run}");
+    assert_eq!(ready["status"], "False");
+    assert_eq!(
+        condition(&run, "Reconciling")["status"],
+        "True",
+        "InProgress to kstatus"
+    );
+    assert_eq!(condition(&run, "Stalled")["status"], "False");
+    let digest = run["status"]["frozenPlan"]["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(digest.starts_with("sha256:"), "{digest}");
+    assert!(ready["message"].as_str().unwrap().contains(&digest));
+    assert_eq!(run["status"]["actions"][0]["decision"], "Run", "planned");
+    assert!(
+        run["status"]["actions"][0]["startTime"].is_null(),
+        "not started"
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        replicas(&ns.name, "ums"),
+        "2",
+        "nothing changed before the approval"
+    );
+
+    // An approval of another plan is refused, and the run keeps waiting.
+    ok(
+        "annotate",
+        &kubectl(&[
+            "annotate",
+            "migrationrun/pre",
+            "-n",
+            &ns.name,
+            "stagehand.dev/approve-plan=sha256:0000",
+        ]),
+    );
+    let run = message_contains(
+        &ns.name,
+        "migrationrun/pre",
+        "the approval names plan sha256:0000",
+    )
+    .await;
+    assert_eq!(condition(&run, "Ready")["reason"], "AwaitingApproval");
+    assert_eq!(replicas(&ns.name, "ums"), "2");
+
+    // `stagehand approve`: a digest the reviewer did not see, and no confirmation, approve
+    // nothing; each prints the plan first.
+    let out = approve(
+        &[
+            "migrationrun/pre",
+            "-n",
+            &ns.name,
+            "--digest",
+            "sha256:1111",
+        ],
+        "y\n",
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("workload_scale"),
+        "the plan is printed: {}",
+        stdout(&out)
+    );
+    assert!(stdout(&out).contains(&digest));
+    let out = approve(&["migrationrun/pre", "-n", &ns.name], "n\n");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("not confirmed"), "{}", stderr(&out));
+    assert_eq!(replicas(&ns.name, "ums"), "2");
+    let out = approve(&["pod/x"], "");
+    assert_eq!(out.status.code(), Some(2));
+
+    // Confirmed: the annotation names the plan's digest and the run executes it.
+    let out = approve(&["migrationrun/pre", "-n", &ns.name], "y\n");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains(&format!("plan {digest} approved")),
+        "{}",
+        stdout(&out)
+    );
+    wait(&ns.name, "migrationrun/pre", "Ready");
+    assert_eq!(replicas(&ns.name, "ums"), "0", "the approved plan ran");
+    let run = get(&ns.name, "migrationrun/pre");
+    assert_eq!(
+        run["metadata"]["annotations"]["stagehand.dev/approve-plan"], digest,
+        "{run}"
+    );
+    // Finished: nothing left to approve.
+    let out = approve(&["migrationrun/pre", "-n", &ns.name, "--yes"], "");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+}

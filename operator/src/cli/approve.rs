@@ -1,0 +1,165 @@
+//! `stagehand approve migrationrun/NAME`: prints the plan a `Manual` run froze and, after a
+//! confirmation, annotates the run `stagehand.dev/approve-plan=<the plan's digest>`.
+
+use std::io::BufRead;
+
+use clap::Args;
+use kube::api::{Api, Patch, PatchParams};
+use stagehand_crds::{APPROVE_PLAN_ANNOTATION, Approval, MigrationRun};
+
+use super::plan::print_plan_rows;
+use super::wait::{Named, parse_target};
+use super::{EXIT_INVALID, EXIT_OK, EXIT_USAGE};
+
+/// `stagehand approve`.
+#[derive(Debug, Args)]
+pub struct ApproveArgs {
+    /// The run whose plan to approve: `migrationrun/NAME`.
+    pub target: String,
+    /// The namespace (default: the kubeconfig context's).
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// Approve without asking.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// Approve only if the run's plan has this digest (what a reviewer saw).
+    #[arg(long)]
+    pub digest: Option<String>,
+}
+
+/// Runs `stagehand approve`; the exit code: 0 approved (or already), 1 refused (not a
+/// Manual run, not planned yet, finished, another digest, not confirmed), 2 usage or
+/// unreadable.
+pub fn run(args: ApproveArgs) -> u8 {
+    let name = match parse_target(&args.target) {
+        Ok(Named::Run(name)) => name,
+        Ok(Named::Migration(_)) => {
+            eprintln!("stagehand approve: a plan belongs to a run: name it as migrationrun/NAME");
+            return EXIT_USAGE;
+        }
+        Err(e) => {
+            eprintln!("stagehand approve: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    super::with_client("approve", |client| async move {
+        let ns = args
+            .namespace
+            .clone()
+            .unwrap_or_else(|| client.default_namespace().to_string());
+        let api: Api<MigrationRun> = Api::namespaced(client, &ns);
+        let run = match api.get_opt(&name).await {
+            Ok(Some(r)) => r,
+            Ok(None) => {
+                eprintln!("stagehand approve: migrationrun/{name} not found in namespace {ns}");
+                return EXIT_USAGE;
+            }
+            Err(e) => {
+                eprintln!("stagehand approve: reading migrationrun/{name}: {e}");
+                return EXIT_USAGE;
+            }
+        };
+        let digest = match approvable(&run) {
+            Ok(d) => d,
+            Err(e) => {
+                eprintln!("stagehand approve: migrationrun/{name}: {e}");
+                return EXIT_INVALID;
+            }
+        };
+        print_plan(&name, &run, &digest);
+        let approved = run
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(APPROVE_PLAN_ANNOTATION));
+        if approved == Some(&digest) {
+            println!("migrationrun/{name}: plan {digest} is already approved");
+            return EXIT_OK;
+        }
+        if let Some(expected) = &args.digest
+            && *expected != digest
+        {
+            eprintln!(
+                "stagehand approve: migrationrun/{name}: its plan is {digest}, not {expected}: nothing approved"
+            );
+            return EXIT_INVALID;
+        }
+        if !args.yes && !confirmed(&name, &digest) {
+            eprintln!("stagehand approve: not confirmed: nothing approved");
+            return EXIT_INVALID;
+        }
+        let patch = serde_json::json!({
+            "metadata": {"annotations": {APPROVE_PLAN_ANNOTATION: digest}}
+        });
+        match api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {
+                println!("migrationrun/{name}: plan {digest} approved");
+                EXIT_OK
+            }
+            Err(e) => {
+                eprintln!("stagehand approve: annotating migrationrun/{name}: {e}");
+                EXIT_USAGE
+            }
+        }
+    })
+}
+
+/// The digest of the plan `run` waits to have approved, or why there is nothing to approve.
+pub fn approvable(run: &MigrationRun) -> Result<String, String> {
+    if run.spec.approval != Approval::Manual {
+        return Err("its approval is Automatic: it needs none".into());
+    }
+    let status = run.status.as_ref();
+    if status.is_some_and(crate::run::gate::terminal) {
+        return Err("it has finished: there is nothing left to approve".into());
+    }
+    if status.is_some_and(|s| s.actions.iter().any(|a| a.start_time.is_some())) {
+        return Err("it has started executing its plan: it was approved already".into());
+    }
+    status
+        .and_then(|s| s.frozen_plan.as_ref())
+        .map(|f| f.digest.clone())
+        .ok_or_else(|| {
+            "it has not planned yet: approve it once its reason is AwaitingApproval".to_string()
+        })
+}
+
+fn print_plan(name: &str, run: &MigrationRun, digest: &str) {
+    let status = run.status.clone().unwrap_or_default();
+    println!(
+        "migrationrun/{name}: stage {} of release {}, last migrated release {}, plan {digest}",
+        run.spec.stage,
+        run.spec.release,
+        status.last_migrated_release.as_deref().unwrap_or("none")
+    );
+    let rows: Vec<[String; 6]> = status
+        .actions
+        .iter()
+        .map(|a| {
+            [
+                a.index.to_string(),
+                a.id.clone(),
+                a.tag.clone().unwrap_or_else(|| "-".into()),
+                a.run_mode.clone().unwrap_or_else(|| "-".into()),
+                serde_json::to_value(a.decision)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+                a.reason.clone(),
+            ]
+        })
+        .collect();
+    print_plan_rows(&rows);
+}
+
+fn confirmed(name: &str, digest: &str) -> bool {
+    eprint!("approve plan {digest} of migrationrun/{name}? [y/N] ");
+    let mut line = String::new();
+    match std::io::stdin().lock().read_line(&mut line) {
+        Ok(_) => matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes"),
+        Err(_) => false,
+    }
+}
