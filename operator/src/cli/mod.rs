@@ -25,7 +25,13 @@ pub const EXIT_USAGE: u8 = 2;
 
 /// Stagehand carries an application deployment from one release to the next.
 #[derive(Debug, Parser)]
-#[command(name = "stagehand", version, about, long_about = None)]
+// `stagehand --version`: the crate version and the commit it was built from (build.rs).
+#[command(
+    name = "stagehand",
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("STAGEHAND_GIT_COMMIT"), ")"),
+    about,
+    long_about = None
+)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
