@@ -1,12 +1,15 @@
 //! The operator's Prometheus metrics (SPEC 5, operational surface): runs and actions by
-//! result, action duration, reconcile errors and the number of runs waiting.
+//! result, action duration, reconcile errors, the number of runs waiting, whether this
+//! replica leads, and since when each unfinished run waits or runs (the chart's
+//! PrometheusRule alerts on these, `deploy/chart/templates/prometheusrule.yaml`).
 //!
 //! [`Metrics`] is a cheap, cloneable handle (an `Arc` inside) with no global state: the
 //! command creates one, hands a clone to the controllers and serves [`Metrics::encode`] on
 //! `/metrics`.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -39,6 +42,25 @@ struct KindLabels {
     kind: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RunPhaseLabels {
+    /// `namespace/name` (one label: `namespace` is the scraped pod's own in most setups).
+    run: String,
+    /// `waiting` (also suspended or awaiting approval) or `running`.
+    phase: String,
+}
+
+/// Every result `stagehand_runs_total` can carry (the terminal phases' reasons, lower
+/// case): all exist from the start at zero, so `increase()` sees a run's first failure.
+pub const RUN_RESULTS: [&str; 6] = [
+    "succeeded",
+    "failed",
+    "invalid",
+    "declarationschanged",
+    "preflightfailed",
+    "historyunreadable",
+];
+
 type DurationFamily = Family<ActionOnly, Histogram, fn() -> Histogram>;
 
 fn duration_histogram() -> Histogram {
@@ -54,6 +76,9 @@ struct Inner {
     reconcile_errors: Family<KindLabels, Counter>,
     queue_depth: Gauge,
     waiting: Mutex<HashSet<String>>,
+    leader: Gauge,
+    run_phase_since: Family<RunPhaseLabels, Gauge>,
+    phases: Mutex<HashMap<String, &'static str>>,
 }
 
 /// The operator's metrics: a cheap handle to share with the controllers.
@@ -108,8 +133,20 @@ impl Metrics {
             "MigrationRuns waiting to start (for their Migration, release, pre run or another run)",
             queue_depth.clone(),
         );
+        let leader = Gauge::default();
+        registry.register(
+            "stagehand_leader",
+            "1 while this replica leads (runs the controllers), 0 while it stands by",
+            leader.clone(),
+        );
+        let run_phase_since = Family::<RunPhaseLabels, Gauge>::default();
+        registry.register(
+            "stagehand_run_phase_start_timestamp_seconds",
+            "Unix time at which an unfinished MigrationRun (namespace/name) entered its phase, waiting or running, as this operator saw it; gone when the run finishes",
+            run_phase_since.clone(),
+        );
         // Every run result and the two kinds exist from the start, at zero.
-        for result in ["succeeded", "failed", "invalid"] {
+        for result in RUN_RESULTS {
             let _ = runs.get_or_create(&RunLabels {
                 result: result.into(),
             });
@@ -126,6 +163,9 @@ impl Metrics {
                 reconcile_errors,
                 queue_depth,
                 waiting: Mutex::new(HashSet::new()),
+                leader,
+                run_phase_since,
+                phases: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -187,6 +227,50 @@ impl Metrics {
             .set(i64::try_from(set.len()).unwrap_or(i64::MAX));
     }
 
+    /// Whether this replica leads (runs the controllers).
+    pub fn set_leader(&self, leading: bool) {
+        self.inner.leader.set(i64::from(leading));
+    }
+
+    /// The run `key` (`namespace/name`) is in `phase` (`Some("waiting")`, `Some("running")`)
+    /// or finished (`None`). On a change of phase its start timestamp series is replaced by
+    /// one of the new phase, stamped now; finished runs have none. Idempotent.
+    pub fn run_phase(&self, key: &str, phase: Option<&'static str>) {
+        let mut phases = match self.inner.phases.lock() {
+            Ok(p) => p,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let before = phases.get(key).copied();
+        if before == phase {
+            return;
+        }
+        if let Some(old) = before {
+            self.inner.run_phase_since.remove(&RunPhaseLabels {
+                run: key.to_string(),
+                phase: old.to_string(),
+            });
+        }
+        match phase {
+            Some(new) => {
+                let now = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or_default();
+                self.inner
+                    .run_phase_since
+                    .get_or_create(&RunPhaseLabels {
+                        run: key.to_string(),
+                        phase: new.to_string(),
+                    })
+                    .set(i64::try_from(now).unwrap_or(i64::MAX));
+                phases.insert(key.to_string(), new);
+            }
+            None => {
+                phases.remove(key);
+            }
+        }
+    }
+
     /// Sets the queue depth gauge directly (instead of [`Metrics::run_waiting`]).
     pub fn set_queue_depth(&self, depth: i64) {
         self.inner.queue_depth.set(depth);
@@ -229,5 +313,36 @@ mod tests {
         );
         assert!(text.contains("stagehand_reconcile_errors_total{kind=\"MigrationRun\"} 1"));
         assert!(text.contains("stagehand_queue_depth 1"));
+        assert!(text.contains("stagehand_leader 0"));
+    }
+
+    #[test]
+    fn every_run_result_starts_at_zero() {
+        let text = Metrics::new().encode();
+        for result in RUN_RESULTS {
+            let line = format!("stagehand_runs_total{{result=\"{result}\"}} 0");
+            assert!(text.contains(&line), "{line} missing:\n{text}");
+        }
+    }
+
+    #[test]
+    fn a_run_has_one_phase_series_until_it_finishes() {
+        let m = Metrics::new();
+        m.set_leader(true);
+        m.run_phase("ns/a", Some("waiting"));
+        let text = m.encode();
+        assert!(text.contains("stagehand_leader 1"), "{text}");
+        assert!(
+            text.contains(
+                "stagehand_run_phase_start_timestamp_seconds{run=\"ns/a\",phase=\"waiting\"} "
+            ),
+            "{text}"
+        );
+        m.run_phase("ns/a", Some("running"));
+        let text = m.encode();
+        assert!(!text.contains("phase=\"waiting\""), "{text}");
+        assert!(text.contains("{run=\"ns/a\",phase=\"running\"} "), "{text}");
+        m.run_phase("ns/a", None);
+        assert!(!m.encode().contains("run=\"ns/a\""));
     }
 }

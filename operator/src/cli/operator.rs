@@ -114,6 +114,7 @@ async fn operate(args: OperatorArgs) -> u8 {
     if !args.leader_elect {
         info!("leader election disabled");
         readiness.set(true);
+        metrics.set_leader(true);
         run_controllers(client, namespace, metrics, stop).await;
         return EXIT_OK;
     }
@@ -150,6 +151,8 @@ async fn operate(args: OperatorArgs) -> u8 {
     if !acquired {
         return EXIT_FAILURE;
     }
+    metrics.set_leader(true);
+    let leader_gauge = metrics.clone();
 
     // Leading: the controllers stop by themselves on SIGTERM/SIGINT (letting the current
     // reconcile finish); losing the lease stops them at once and exits non-zero so that no two
@@ -171,6 +174,7 @@ async fn operate(args: OperatorArgs) -> u8 {
             EXIT_OK
         }
     };
+    leader_gauge.set_leader(false);
     leadership.release(RELEASE_TIMEOUT).await;
     info!(code, "operator stopped");
     code

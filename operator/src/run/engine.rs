@@ -179,6 +179,14 @@ impl Reconcile {
                 _ => None,
             },
         );
+        self.shared.metrics.run_phase(
+            &key,
+            match phase {
+                Phase::Running(_) => Some("running"),
+                p if !p.is_terminal() => Some("waiting"),
+                _ => None,
+            },
+        );
         let finishing = phase.is_terminal() && status.completion_time.is_none();
         if finishing {
             status.completion_time = Some(now());
