@@ -9,7 +9,8 @@ use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::events::EventType;
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::watcher;
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use stagehand_config::Warning;
 use stagehand_crds::{Migration, MigrationRun};
@@ -21,6 +22,7 @@ use super::conditions::migration_conditions;
 use super::engine::{EngineError, Shared, event, reconcile};
 use super::history::History;
 use super::status::update_migration_status;
+use super::view::{RunsView, slim};
 
 /// A Migration's reconcile: its history ledger (written from its status when a Migration of
 /// an older Stagehand has none yet) mirrored into its status, and its declarations assessed
@@ -51,6 +53,12 @@ async fn reconcile_migration(
         Err(e) => return Err(e.into()),
     };
     let generation = migration.metadata.generation;
+    // A new or changed spec (a new release, `suspend` lifted) may unblock its waiting runs.
+    let changed = migration
+        .status
+        .as_ref()
+        .and_then(|s| s.observed_generation)
+        != generation;
     update_migration_status(&api, &name, |s| {
         s.conditions = migration_conditions(reason, &lines, generation, &s.conditions);
         s.problems = problems.clone();
@@ -60,6 +68,18 @@ async fn reconcile_migration(
         }
     })
     .await?;
+    if changed {
+        let waiting: Vec<String> = shared
+            .runs
+            .of_migration(&namespace, &name)
+            .into_iter()
+            .filter(|r| !r.status.as_ref().is_some_and(super::gate::terminal))
+            .map(|r| r.name_any())
+            .collect();
+        shared
+            .runs
+            .wake(&namespace, waiting.iter().map(String::as_str));
+    }
     Ok(Requeue::await_change())
 }
 
@@ -212,17 +232,23 @@ pub async fn run(
         controller: "stagehand".into(),
         instance: std::env::var("POD_NAME").ok(),
     };
+    let run_resource = ApiResource::erase::<MigrationRun>(&());
+    // The run controller's store, slimmed (finished runs keep only how they ended), is the
+    // view the gate decides from; `wake` reconciles the runs a change unblocks.
+    let run_writer = Writer::<DynamicObject>::new(run_resource.clone());
+    let run_store = run_writer.as_reader();
+    let (wake, woken) = tokio::sync::mpsc::unbounded_channel();
     let shared = Arc::new(Shared {
         client: client.clone(),
         recorder: Recorder::new(client.clone(), reporter),
         metrics,
         stopping,
+        runs: RunsView::new(run_store.clone(), run_resource.clone(), wake),
     });
     migrate_own_crds(&client, &shared.recorder).await;
     // Both kinds are watched as untyped objects and decoded one by one in the reconciler, so
     // an object that does not decode is reported on itself and never stalls the others (a
     // typed watch would fail the whole list).
-    let run_resource = ApiResource::erase::<MigrationRun>(&());
     let migration_resource = ApiResource::erase::<Migration>(&());
     let (runs, migrations): (Api<DynamicObject>, Api<DynamicObject>) = match &namespace {
         Some(ns) => (
@@ -238,19 +264,27 @@ pub async fn run(
         namespace = namespace.as_deref().unwrap_or("<all>"),
         "starting controllers"
     );
-    let run_controller =
-        Controller::new_with(runs, watcher::Config::default(), run_resource.clone())
-            .shutdown_on_signal()
-            .run(
-                move |obj, shared| decoded(obj, shared, run_resource.clone(), reconcile),
-                retry,
-                shared.clone(),
-            )
-            .for_each(|result| async move {
-                if let Err(e) = result {
-                    warn!(error = %e, "MigrationRun reconcile error");
-                }
-            });
+    let run_events = watcher::watcher(runs, watcher::Config::default())
+        .modify(slim)
+        .reflect(run_writer)
+        .applied_objects();
+    let wakes = futures::stream::unfold(
+        woken,
+        |mut rx| async move { rx.recv().await.map(|r| (r, rx)) },
+    );
+    let run_controller = Controller::for_stream_with(run_events, run_store, run_resource.clone())
+        .reconcile_on(wakes)
+        .shutdown_on_signal()
+        .run(
+            move |obj, shared| decoded(obj, shared, run_resource.clone(), reconcile),
+            retry,
+            shared.clone(),
+        )
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                warn!(error = %e, "MigrationRun reconcile error");
+            }
+        });
     let migration_controller = Controller::new_with(
         migrations,
         watcher::Config::default(),

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use kube::runtime::controller::Action as Requeue;
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Client, Resource, ResourceExt};
@@ -30,11 +30,12 @@ use super::approval;
 use super::assess::{Assessment, assess};
 use super::conditions::{Phase, run_conditions};
 use super::freeze::{declarations_changed, freeze};
-use super::gate::{Gate, gate, pre_run_of, terminal, track_suspension};
+use super::gate::{Gate, gate, pre_run_of, terminal, track_suspension, unblocked};
 use super::history::{History, HistoryError, mirror};
 use super::preflight::{Prepared, declared_problems, load_secrets, needed_files, prove};
 use super::retention;
 use super::status::{StatusError, apply_run_status};
+use super::view::RunsView;
 
 /// The reason of an action that ran in dry-run mode (the run's `spec.dryRun` or its own
 /// `config.dryRun`): it changed nothing, records no footprint and does not count as applied.
@@ -51,6 +52,8 @@ pub struct Shared {
     pub metrics: crate::metrics::Metrics,
     /// Becomes true when the operator is asked to stop: no new action starts.
     pub stopping: watch::Receiver<bool>,
+    /// Every run as the run controller's store holds it, and whom to wake.
+    pub runs: RunsView,
 }
 
 impl std::fmt::Debug for Shared {
@@ -144,6 +147,22 @@ fn store_settings(store: &stagehand_crds::common::ObjectStore) -> StoreSettings 
     }
 }
 
+/// How long a waiting run sleeps when nothing wakes it: a change it waits for wakes it at
+/// once (a run of its Migration finishing, the Migration changing); this only bounds how late
+/// a timeout or a missed wake-up is seen.
+const WAKE_FALLBACK: Duration = Duration::from_secs(60);
+
+/// When to look at a waiting run again if nothing wakes it: when its wait times out, at the
+/// latest after [`WAKE_FALLBACK`].
+fn until_timeout(run: &MigrationRun, status: &MigrationRunStatus) -> Duration {
+    let now = Timestamp::now();
+    let waited = run.metadata.creation_timestamp.as_ref().map_or(0, |t| {
+        now.duration_since(t.0).as_secs() - super::gate::suspended_seconds(status, now)
+    });
+    let left = u64::try_from(run.spec.wait_timeout_seconds - waited + 1).unwrap_or(1);
+    Duration::from_secs(left.clamp(1, WAKE_FALLBACK.as_secs()))
+}
+
 /// One run being reconciled: its APIs and the status being built.
 struct Reconcile {
     shared: Arc<Shared>,
@@ -179,14 +198,6 @@ impl Reconcile {
                 _ => None,
             },
         );
-        self.shared.metrics.run_phase(
-            &key,
-            match phase {
-                Phase::Running(_) => Some("running"),
-                p if !p.is_terminal() => Some("waiting"),
-                _ => None,
-            },
-        );
         let finishing = phase.is_terminal() && status.completion_time.is_none();
         if finishing {
             status.completion_time = Some(now());
@@ -194,29 +205,53 @@ impl Reconcile {
                 .metrics
                 .run_finished(&phase.reason().to_ascii_lowercase());
         }
-        apply_run_status(&self.runs, &run.name_any(), status).await?;
+        // A run woken again with nothing new costs no request.
+        if finishing || run.status.as_ref() != Some(&*status) {
+            apply_run_status(&self.runs, &run.name_any(), status).await?;
+        }
         if finishing {
-            self.prune().await;
+            let namespace = run.namespace().unwrap_or_default();
+            self.shared.runs.mark_finished(&namespace, &run.name_any());
+            let siblings = self.siblings_as_finished();
+            self.prune(&siblings).await;
+            let woken = unblocked(&siblings);
+            self.shared.runs.wake(
+                &namespace,
+                woken
+                    .iter()
+                    .map(|r| r.metadata.name.as_deref().unwrap_or_default()),
+            );
         }
         Ok(())
     }
 
+    /// The runs of this run's Migration as the store holds them, this one with the status
+    /// just written (the store may not have seen it yet).
+    fn siblings_as_finished(&self) -> Vec<MigrationRun> {
+        let namespace = self.run.namespace().unwrap_or_default();
+        let name = self.run.name_any();
+        let mut runs: Vec<MigrationRun> = self
+            .shared
+            .runs
+            .of_migration(&namespace, &self.run.spec.migration_ref)
+            .into_iter()
+            .filter(|r| r.name_any() != name)
+            .collect();
+        let mut this = (*self.run).clone();
+        this.status = Some(self.status.clone());
+        runs.push(this);
+        runs
+    }
+
     /// Deletes the finished runs of this run's Migration and stage beyond its
     /// `runHistoryLimit` ([`retention`]). A failure is logged, never the run's failure.
-    async fn prune(&self) {
+    async fn prune(&self, runs: &[MigrationRun]) {
         let keep = self
             .run_history_limit
             .unwrap_or(retention::DEFAULT_RUN_HISTORY_LIMIT);
-        let runs = match list_runs(&self.runs).await {
-            Ok(r) => r,
-            Err(e) => {
-                warn!(error = %e, "cannot list runs to delete the old finished ones");
-                return;
-            }
-        };
         let name = self.run.name_any();
         for old in retention::expired(
-            &runs,
+            runs,
             &self.run.spec.migration_ref,
             self.run.spec.stage,
             keep,
@@ -292,9 +327,12 @@ async fn pipeline(run: Arc<MigrationRun>, shared: Arc<Shared>) -> Result<Requeue
     // 1. gate
     let migration = read_migration(&r).await?;
     r.run_history_limit = migration.as_ref().and_then(|m| m.spec.run_history_limit);
-    // A run that started is past the gate: its siblings are not needed.
+    // A run that started is past the gate: its siblings are not needed. They come from the
+    // run controller's store (no request): a change that unblocks a waiting run wakes it.
     let siblings = if r.status.start_time.is_none() {
-        list_runs(&r.runs).await?
+        r.shared
+            .runs
+            .of_migration(&namespace, &r.run.spec.migration_ref)
     } else {
         Vec::new()
     };
@@ -305,15 +343,18 @@ async fn pipeline(run: Arc<MigrationRun>, shared: Arc<Shared>) -> Result<Requeue
         (Gate::TimedOut(message), _) => return r.end(Phase::Failed(message)).await,
         (Gate::Suspended(message), _) => {
             r.write(&Phase::Suspended(message)).await?;
-            return Ok(Requeue::requeue(Duration::from_secs(3)));
+            return Ok(Requeue::requeue(WAKE_FALLBACK));
         }
         (Gate::Wait(message), _) => {
             r.write(&Phase::Waiting(message)).await?;
-            return Ok(Requeue::requeue(Duration::from_secs(3)));
+            return Ok(Requeue::requeue(until_timeout(&r.run, &r.status)));
         }
         // The gate goes only with a Migration.
-        (Gate::Go, None) => return Ok(Requeue::requeue(Duration::from_secs(3))),
+        (Gate::Go, None) => return Ok(Requeue::requeue(WAKE_FALLBACK)),
     };
+    if r.status.start_time.is_none() {
+        r.shared.runs.mark_started(&namespace, &r.run.name_any());
+    }
 
     // 2. assess: the history first (the record of truth), then the declarations.
     let history = History::of(&r.shared.client, &migration);
@@ -380,6 +421,7 @@ async fn pipeline(run: Arc<MigrationRun>, shared: Arc<Shared>) -> Result<Requeue
         run: RunIdentity {
             release: migration.spec.release_version.clone(),
             name: r.run.metadata.name.clone(),
+            apply_follows: false,
         },
     };
     if !prepared.is_empty() {
@@ -466,32 +508,6 @@ async fn read_migration(r: &Reconcile) -> Result<Option<Migration>, EngineError>
             context: format!("reading Migration {}", r.run.spec.migration_ref),
             source,
         })
-}
-
-/// Every run of the namespace, listed untyped and decoded one by one: a malformed run is not
-/// a sibling that blocks.
-async fn list_runs(runs: &Api<MigrationRun>) -> Result<Vec<MigrationRun>, EngineError> {
-    let untyped: Api<kube::api::DynamicObject> = Api::namespaced_with(
-        runs.clone().into_client(),
-        runs.namespace().unwrap_or_default(),
-        &kube::api::ApiResource::erase::<MigrationRun>(&()),
-    );
-    let all = untyped
-        .list(&ListParams::default())
-        .await
-        .map_err(|source| EngineError::Read {
-            context: "listing MigrationRuns".into(),
-            source,
-        })?;
-    Ok(all
-        .items
-        .iter()
-        .filter_map(|o| {
-            serde_json::to_value(o)
-                .and_then(serde_json::from_value)
-                .ok()
-        })
-        .collect())
 }
 
 /// Events and logs of the actions the plan skips.
@@ -676,6 +692,9 @@ async fn execute(
 
 /// Plans (and unless dry, applies) one action; returns its summary.
 async fn run_action(p: &Prepared, ctx: &ActionContext, dry: bool) -> Result<String, ActionError> {
+    let mut ctx = ctx.clone();
+    ctx.run.apply_follows = !dry;
+    let ctx = &ctx;
     let planned = p.action.plan(ctx).await?;
     if dry {
         return Ok(format!("dry run: {}", planned.summary));
@@ -697,10 +716,26 @@ async fn finish(
 ) -> Result<Requeue, EngineError> {
     let mut note = String::new();
     if r.run.spec.stage == Stage::Post && !r.run.spec.dry_run {
-        let siblings = list_runs(&r.runs).await?;
-        let pre_dry = pre_run_of(&r.run, &siblings)
-            .and_then(|p| p.status.as_ref())
-            .is_some_and(had_dry_run);
+        let namespace = r.run.namespace().unwrap_or_default();
+        let siblings = r
+            .shared
+            .runs
+            .of_migration(&namespace, &r.run.spec.migration_ref);
+        // The store keeps a finished run without its actions: read the pre run's.
+        let pre_dry = match pre_run_of(&r.run, &siblings) {
+            Some(pre) => r
+                .runs
+                .get(&pre.name_any())
+                .await
+                .map_err(|source| EngineError::Read {
+                    context: format!("reading the pre run {}", pre.name_any()),
+                    source,
+                })?
+                .status
+                .as_ref()
+                .is_some_and(had_dry_run),
+            None => false,
+        };
         if pre_dry || had_dry_run(&r.status) {
             note = "; the release is not recorded as migrated: an action of this release ran as a dry run (config.dryRun), so its work is still to do".to_string();
         } else {

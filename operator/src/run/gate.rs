@@ -157,6 +157,20 @@ pub fn pre_run_of<'a>(
         .max_by_key(|r| r.status.as_ref().and_then(|s| s.completion_time.clone()))
 }
 
+/// The runs among `runs` (the runs of one Migration, as they stand now) that have not started
+/// and that nothing blocks any more: whom to wake after a run of the Migration finished, so
+/// that no waiting run has to poll. At most one of them starts (the gate decides again).
+pub fn unblocked(runs: &[MigrationRun]) -> Vec<&MigrationRun> {
+    runs.iter()
+        .filter(|r| {
+            r.status
+                .as_ref()
+                .is_none_or(|s| !terminal(s) && s.start_time.is_none())
+        })
+        .filter(|r| blocked_by(r, runs).is_none())
+        .collect()
+}
+
 /// Why this run may not start yet: another run of the Migration is running or was created
 /// first, or (post) the release's pre run has not succeeded.
 fn blocked_by(run: &MigrationRun, all: &[MigrationRun]) -> Option<String> {
@@ -262,6 +276,36 @@ mod tests {
     fn started(mut r: MigrationRun) -> MigrationRun {
         r.status.get_or_insert_with(Default::default).start_time = Some(at(1).to_string());
         r
+    }
+
+    fn names(runs: Vec<&MigrationRun>) -> Vec<String> {
+        runs.into_iter().map(ResourceExt::name_any).collect()
+    }
+
+    #[test]
+    fn a_finish_wakes_only_the_run_it_unblocks() {
+        // a finished; b and c wait in creation order: only b may go now.
+        let runs = vec![
+            finished(run("a", Stage::Pre, 0), true),
+            run("b", Stage::Pre, 5),
+            run("c", Stage::Pre, 6),
+        ];
+        assert_eq!(names(unblocked(&runs)), ["b"]);
+        // While a runs, nobody is unblocked.
+        let runs = vec![started(run("a", Stage::Pre, 0)), run("b", Stage::Pre, 5)];
+        assert!(unblocked(&runs).is_empty());
+        // The pre run succeeded: its post run, created before it, goes.
+        let runs = vec![
+            run("post", Stage::Post, 0),
+            finished(run("pre", Stage::Pre, 1), true),
+        ];
+        assert_eq!(names(unblocked(&runs)), ["post"]);
+        // It failed: the post run still waits for a pre run that succeeds.
+        let runs = vec![
+            run("post", Stage::Post, 0),
+            finished(run("pre", Stage::Pre, 1), false),
+        ];
+        assert!(unblocked(&runs).is_empty());
     }
 
     #[test]

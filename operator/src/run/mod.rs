@@ -19,3 +19,4 @@ pub mod ledger;
 pub mod preflight;
 pub mod retention;
 pub mod status;
+pub mod view;

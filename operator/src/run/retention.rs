@@ -32,10 +32,18 @@ pub fn expired<'a>(
                 && r.status.as_ref().is_some_and(terminal)
         })
         .collect();
-    // Newest first.
-    done.sort_by(|a, b| {
-        (b.creation_timestamp(), b.name_any()).cmp(&(a.creation_timestamp(), a.name_any()))
-    });
+    // Newest first: by creation, then (creation times have one-second resolution, and a
+    // tool creates runs within a second) by when they started and ended, then by name.
+    let key = |r: &MigrationRun| {
+        let status = r.status.as_ref();
+        (
+            r.creation_timestamp(),
+            status.and_then(|s| s.start_time.as_deref().map(parse_time)),
+            status.and_then(|s| s.completion_time.as_deref().map(parse_time)),
+            r.name_any(),
+        )
+    };
+    done.sort_by_key(|r| std::cmp::Reverse(key(r)));
     let keep = usize::try_from(keep.max(1)).unwrap_or(usize::MAX);
     let mut out: Vec<&MigrationRun> = done
         .into_iter()
@@ -46,7 +54,13 @@ pub fn expired<'a>(
     out
 }
 
+/// An RFC 3339 time as the operator writes it; unparsable ones sort first (oldest).
+fn parse_time(s: &str) -> Option<k8s_openapi::jiff::Timestamp> {
+    s.parse().ok()
+}
+
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -122,6 +136,27 @@ mod tests {
         assert_eq!(
             names(expired(&runs, "opendesk", Stage::Pre, 1, "late")),
             ["a"]
+        );
+    }
+
+    #[test]
+    fn runs_created_in_the_same_second_are_ordered_by_when_they_ran() {
+        let ran = |name: &str, start: &str| {
+            let mut r = run(name, Stage::Pre, 100, true);
+            let s = r.status.as_mut().unwrap();
+            s.start_time = Some(start.into());
+            s.completion_time = Some(start.into());
+            r
+        };
+        // The names sort against the order they ran in.
+        let runs = vec![
+            ran("z-first", "2026-12-02T00:00:01.100Z"),
+            ran("m-second", "2026-12-02T00:00:01.500Z"),
+            ran("a-third", "2026-12-02T00:00:01.900Z"),
+        ];
+        assert_eq!(
+            names(expired(&runs, "opendesk", Stage::Pre, 2, "a-third")),
+            ["z-first"]
         );
     }
 }

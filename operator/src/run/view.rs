@@ -1,0 +1,229 @@
+//! What the run controller knows of every MigrationRun without asking the API server: its
+//! reflector store, kept small, and the runs this process started.
+//!
+//! The gate decides from this view instead of listing the namespace's runs on every
+//! reconcile, so a waiting run costs no API request, and a finished run costs nothing: the
+//! controller wakes the run a change unblocks ([`super::gate::unblocked`]) instead of every
+//! waiting run polling. The store holds a finished run [`slim`]med to what the gate and the
+//! retention need, so memory grows with what runs, not with what exists.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use kube::ResourceExt;
+use kube::api::{ApiResource, DynamicObject};
+use kube::runtime::reflector::{ObjectRef, Store};
+use serde::Deserialize;
+use stagehand_crds::common::MigrationRunStatus;
+use stagehand_crds::{MigrationRun, MigrationRunSpec};
+use tokio::sync::mpsc::UnboundedSender;
+use tracing::debug;
+
+/// The annotation `kubectl apply` writes: a whole copy of the object.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// The status fields a finished run keeps in the store: whether and when it ended.
+const FINISHED_KEEPS: [&str; 5] = [
+    "conditions",
+    "startTime",
+    "completionTime",
+    "observedGeneration",
+    "progress",
+];
+
+/// Drops what no controller reads from a stored run: `managedFields` always; for a finished
+/// run (its `Succeeded` condition written) also kubectl's last-applied copy and every status
+/// field but [`FINISHED_KEEPS`] (the plan and per-action status are read with a GET when
+/// needed).
+pub fn slim(obj: &mut DynamicObject) {
+    obj.metadata.managed_fields = None;
+    let finished = obj
+        .data
+        .pointer("/status/conditions")
+        .and_then(|c| c.as_array())
+        .is_some_and(|c| c.iter().any(|c| c["type"] == "Succeeded"));
+    if !finished {
+        return;
+    }
+    if let Some(a) = obj.metadata.annotations.as_mut() {
+        a.remove(LAST_APPLIED);
+    }
+    if let Some(status) = obj.data.get_mut("status").and_then(|s| s.as_object_mut()) {
+        status.retain(|k, _| FINISHED_KEEPS.contains(&k.as_str()));
+    }
+}
+
+/// A stored run as the typed MigrationRun, or `None` when it does not decode (the
+/// reconciler reports such a run on itself).
+pub fn decode(obj: &DynamicObject) -> Option<MigrationRun> {
+    let spec = MigrationRunSpec::deserialize(obj.data.get("spec")?).ok()?;
+    let status = match obj.data.get("status") {
+        Some(s) => Some(MigrationRunStatus::deserialize(s).ok()?),
+        None => None,
+    };
+    Some(MigrationRun {
+        metadata: obj.metadata.clone(),
+        spec,
+        status,
+    })
+}
+
+/// The run controller's view of the runs, shared by every reconcile (clones share it).
+#[derive(Clone)]
+pub struct RunsView {
+    store: Store<DynamicObject>,
+    resource: ApiResource,
+    wake: UnboundedSender<ObjectRef<DynamicObject>>,
+    /// (namespace, name) of the runs this process let start: they count as running even
+    /// before the store has seen their `startTime` (a run created in the same second with a
+    /// smaller name must not start next to them).
+    started: Arc<Mutex<HashSet<(String, String)>>>,
+}
+
+impl std::fmt::Debug for RunsView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunsView").finish_non_exhaustive()
+    }
+}
+
+impl RunsView {
+    /// A view of `store` (the run controller's) that wakes runs through `wake`.
+    pub fn new(
+        store: Store<DynamicObject>,
+        resource: ApiResource,
+        wake: UnboundedSender<ObjectRef<DynamicObject>>,
+    ) -> Self {
+        Self {
+            store,
+            resource,
+            wake,
+            started: Arc::new(Mutex::new(HashSet::new())),
+        }
+    }
+
+    /// The runs of Migration `migration` in `namespace`, as this process knows them.
+    pub fn of_migration(&self, namespace: &str, migration: &str) -> Vec<MigrationRun> {
+        let started = self.started.lock().map(|s| s.clone()).unwrap_or_default();
+        self.store
+            .state()
+            .iter()
+            .filter(|o| {
+                o.metadata.namespace.as_deref() == Some(namespace)
+                    && o.data
+                        .pointer("/spec/migrationRef")
+                        .and_then(|v| v.as_str())
+                        == Some(migration)
+            })
+            .filter_map(|o| decode(o))
+            .map(|mut r| {
+                if started.contains(&(namespace.to_string(), r.name_any())) {
+                    let status = r.status.get_or_insert_with(Default::default);
+                    if status.start_time.is_none() {
+                        status.start_time = Some("started by this operator".into());
+                    }
+                }
+                r
+            })
+            .collect()
+    }
+
+    /// Records that `name` starts now.
+    pub fn mark_started(&self, namespace: &str, name: &str) {
+        if let Ok(mut s) = self.started.lock() {
+            s.insert((namespace.to_string(), name.to_string()));
+        }
+    }
+
+    /// Records that `name` is over (it no longer needs the overlay: its status says so).
+    pub fn mark_finished(&self, namespace: &str, name: &str) {
+        if let Ok(mut s) = self.started.lock() {
+            s.remove(&(namespace.to_string(), name.to_string()));
+        }
+    }
+
+    /// Asks the controller to reconcile these runs of `namespace` now.
+    pub fn wake<'a>(&self, namespace: &str, names: impl IntoIterator<Item = &'a str>) {
+        for name in names {
+            debug!(run = name, "waking");
+            let _ = self
+                .wake
+                .send(ObjectRef::new_with(name, self.resource.clone()).within(namespace));
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn object(status: serde_json::Value) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "stagehand.dev/v1beta1",
+            "kind": "MigrationRun",
+            "metadata": {
+                "name": "r", "namespace": "ns",
+                "annotations": {LAST_APPLIED: "{...}", "stagehand.dev/approve-plan": "sha256:a"},
+                "managedFields": [{"manager": "kubectl"}]
+            },
+            "spec": {"migrationRef": "opendesk", "stage": "pre", "release": "v1.18.0"},
+            "status": status
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_running_run_keeps_its_status_and_a_finished_one_only_its_end() {
+        let running = json!({
+            "conditions": [{"type": "Ready", "status": "False", "reason": "Running", "message": "", "lastTransitionTime": "2026-12-02T00:00:00Z"}],
+            "actions": [{"index": 0, "id": "workload_scale", "decision": "Run", "reason": "InWindow"}],
+            "startTime": "2026-12-02T00:00:00Z"
+        });
+        let mut o = object(running.clone());
+        slim(&mut o);
+        assert!(o.metadata.managed_fields.is_none());
+        assert_eq!(
+            o.data["status"], running,
+            "a running run keeps its whole status"
+        );
+        assert!(
+            o.metadata
+                .annotations
+                .as_ref()
+                .unwrap()
+                .contains_key(LAST_APPLIED)
+        );
+
+        let mut done = running.clone();
+        done["conditions"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"type": "Succeeded", "status": "True", "reason": "Succeeded", "message": "", "lastTransitionTime": "2026-12-02T00:00:00Z"}));
+        done["completionTime"] = json!("2026-12-02T00:01:00Z");
+        done["frozenPlan"] = json!({"digest": "sha256:x", "releaseVersion": "", "secretFiles": "", "objectStore": "", "actionsSkip": ""});
+        let mut o = object(done);
+        slim(&mut o);
+        let status = o.data["status"].as_object().unwrap();
+        let mut keys: Vec<&str> = status.keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        assert_eq!(keys, ["completionTime", "conditions", "startTime"]);
+        let annotations = o.metadata.annotations.as_ref().unwrap();
+        assert!(!annotations.contains_key(LAST_APPLIED));
+        assert!(annotations.contains_key("stagehand.dev/approve-plan"));
+        let run = decode(&o).unwrap();
+        assert!(
+            run.status
+                .as_ref()
+                .is_some_and(super::super::gate::terminal)
+        );
+        assert!(run.status.unwrap().actions.is_empty());
+    }
+
+    #[test]
+    fn a_run_that_does_not_decode_is_left_out() {
+        let mut o = object(json!({}));
+        o.data["spec"]["stage"] = json!("sideways");
+        assert!(decode(&o).is_none());
+    }
+}
