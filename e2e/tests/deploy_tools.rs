@@ -49,6 +49,7 @@ const STATES: &[(&str, &str)] = &[
         "waiting-for-pre-run.yaml",
     ),
     ("MigrationRun suspended", "suspended.yaml"),
+    ("MigrationRun awaiting approval", "awaiting-approval.yaml"),
     ("MigrationRun running", "running.yaml"),
     ("MigrationRun succeeded", "succeeded.yaml"),
     ("MigrationRun dry run succeeded", "dry-run-succeeded.yaml"),
@@ -236,7 +237,11 @@ fn stable(obj: &Value, replace: &[(&str, &str)]) -> Value {
                     }
                 }
                 for (key, value) in map.iter_mut() {
-                    if (key.ends_with("Time") || key.ends_with("Timestamp")) && value.is_string() {
+                    if ["Time", "Timestamp", "At", "Since"]
+                        .iter()
+                        .any(|end| key.ends_with(end))
+                        && value.is_string()
+                    {
                         *value = json!("2026-01-01T00:00:00Z");
                     } else {
                         walk(value);
@@ -319,7 +324,7 @@ async fn every_tool_reports_every_state_as_the_docs_table_says() {
     let sim = provisioning::start(ProvisioningConfig::new("admin", &password))
         .await
         .unwrap();
-    for name in ["slow", "next", "quick", "boom", "dry", "never"] {
+    for name in ["slow", "next", "quick", "boom", "dry", "never", "held"] {
         sim.state()
             .add_subscription(name, &[("udm", "users/user")], false, "c");
     }
@@ -395,6 +400,13 @@ async fn every_tool_reports_every_state_as_the_docs_table_says() {
         &PROVISIONING_FILE.replace("name: provisioning,", "name: provisioning-wrong,"),
     ));
 
+    apply(&migration_yaml(
+        n,
+        "manual",
+        &drop_subscription(&sim, "held", "v1.18.0"),
+        PROVISIONING_FILE,
+    ));
+
     // The slow run and a second run of its Migration behind it.
     apply(&run_yaml(n, "busy", "running", "pre", ""));
     apply(&run_yaml(n, "good", "succeeded", "pre", ""));
@@ -408,6 +420,13 @@ async fn every_tool_reports_every_state_as_the_docs_table_says() {
     ));
     apply(&run_yaml(n, "paused", "suspended", "pre", ""));
     apply(&run_yaml(n, "broken", "invalid", "pre", ""));
+    apply(&run_yaml(
+        n,
+        "manual",
+        "approval",
+        "pre",
+        ", approval: Manual",
+    ));
     apply(&run_yaml(n, "failing", "failed", "pre", ""));
     apply(&run_yaml(n, "preflight", "preflight", "pre", ""));
     let running = wait_for(
@@ -446,6 +465,10 @@ async fn every_tool_reports_every_state_as_the_docs_table_says() {
     objects.insert(
         "MigrationRun suspended",
         reason_becomes(n, "migrationrun/suspended", "Suspended").await,
+    );
+    objects.insert(
+        "MigrationRun awaiting approval",
+        reason_becomes(n, "migrationrun/approval", "AwaitingApproval").await,
     );
     wait(n, "migrationrun/succeeded", "Ready");
     objects.insert("MigrationRun succeeded", get(n, "migrationrun/succeeded"));
