@@ -74,6 +74,10 @@ pub struct RunIdentity {
     pub release: String,
     /// The MigrationRun's name, when the action runs in one.
     pub name: Option<String>,
+    /// Whether `apply` follows this `plan` at once (a real run, not a dry run): planning must
+    /// still prove everything apply needs, but may leave out what only a dry run's report
+    /// needs (e.g. counting what apply would change). `false` (the default) plans in full.
+    pub apply_follows: bool,
 }
 
 impl fmt::Debug for ActionContext {
