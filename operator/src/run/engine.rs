@@ -211,7 +211,9 @@ impl Reconcile {
         }
         if finishing {
             let namespace = run.namespace().unwrap_or_default();
-            self.shared.runs.mark_finished(&namespace, &run.name_any());
+            self.shared
+                .runs
+                .mark_finished(&namespace, &run.name_any(), status);
             let siblings = self.siblings_as_finished();
             self.prune(&siblings).await;
             let woken = unblocked(&siblings);

@@ -7,7 +7,7 @@
 //! waiting run polling. The store holds a finished run [`slim`]med to what the gate and the
 //! retention need, so memory grows with what runs, not with what exists.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use kube::ResourceExt;
@@ -18,6 +18,8 @@ use stagehand_crds::common::MigrationRunStatus;
 use stagehand_crds::{MigrationRun, MigrationRunSpec};
 use tokio::sync::mpsc::UnboundedSender;
 use tracing::debug;
+
+use super::gate::terminal;
 
 /// The annotation `kubectl apply` writes: a whole copy of the object.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -74,10 +76,19 @@ pub struct RunsView {
     store: Store<DynamicObject>,
     resource: ApiResource,
     wake: UnboundedSender<ObjectRef<DynamicObject>>,
-    /// (namespace, name) of the runs this process let start: they count as running even
-    /// before the store has seen their `startTime` (a run created in the same second with a
-    /// smaller name must not start next to them).
-    started: Arc<Mutex<HashSet<(String, String)>>>,
+    /// What this process wrote that the store may not have seen yet, by (namespace, name):
+    /// a run it let start counts as running before the store has its `startTime` (a run
+    /// created in the same second with a smaller name must not start next to it), and a run
+    /// it finished counts as finished before the store has its end (the run it wakes must not
+    /// find it still running).
+    overlay: Arc<Mutex<HashMap<(String, String), Overlay>>>,
+}
+
+/// See [`RunsView::overlay`](RunsView).
+#[derive(Debug, Clone)]
+enum Overlay {
+    Started,
+    Finished(Box<MigrationRunStatus>),
 }
 
 impl std::fmt::Debug for RunsView {
@@ -97,14 +108,17 @@ impl RunsView {
             store,
             resource,
             wake,
-            started: Arc::new(Mutex::new(HashSet::new())),
+            overlay: Arc::new(Mutex::new(HashMap::new())),
         }
     }
 
     /// The runs of Migration `migration` in `namespace`, as this process knows them.
     pub fn of_migration(&self, namespace: &str, migration: &str) -> Vec<MigrationRun> {
-        let started = self.started.lock().map(|s| s.clone()).unwrap_or_default();
-        self.store
+        let Ok(mut overlay) = self.overlay.lock() else {
+            return Vec::new();
+        };
+        let runs: Vec<MigrationRun> = self
+            .store
             .state()
             .iter()
             .filter(|o| {
@@ -116,28 +130,49 @@ impl RunsView {
             })
             .filter_map(|o| decode(o))
             .map(|mut r| {
-                if started.contains(&(namespace.to_string(), r.name_any())) {
-                    let status = r.status.get_or_insert_with(Default::default);
-                    if status.start_time.is_none() {
-                        status.start_time = Some("started by this operator".into());
+                let key = (namespace.to_string(), r.name_any());
+                let stored_end = r.status.as_ref().is_some_and(terminal);
+                match overlay.get(&key) {
+                    Some(Overlay::Started) => {
+                        let status = r.status.get_or_insert_with(Default::default);
+                        if status.start_time.is_none() {
+                            status.start_time = Some("started by this operator".into());
+                        }
                     }
+                    // The store caught up: the overlay is no longer needed.
+                    Some(Overlay::Finished(_)) if stored_end => {
+                        overlay.remove(&key);
+                    }
+                    Some(Overlay::Finished(status)) => r.status = Some((**status).clone()),
+                    None => {}
                 }
                 r
             })
-            .collect()
+            .collect();
+        runs
     }
 
     /// Records that `name` starts now.
     pub fn mark_started(&self, namespace: &str, name: &str) {
-        if let Ok(mut s) = self.started.lock() {
-            s.insert((namespace.to_string(), name.to_string()));
+        if let Ok(mut o) = self.overlay.lock() {
+            o.insert((namespace.to_string(), name.to_string()), Overlay::Started);
         }
     }
 
-    /// Records that `name` is over (it no longer needs the overlay: its status says so).
-    pub fn mark_finished(&self, namespace: &str, name: &str) {
-        if let Ok(mut s) = self.started.lock() {
-            s.remove(&(namespace.to_string(), name.to_string()));
+    /// Records that `name` ended with `status` (what was just written).
+    pub fn mark_finished(&self, namespace: &str, name: &str, status: &MigrationRunStatus) {
+        let end = MigrationRunStatus {
+            conditions: status.conditions.clone(),
+            start_time: status.start_time.clone(),
+            completion_time: status.completion_time.clone(),
+            observed_generation: status.observed_generation,
+            ..Default::default()
+        };
+        if let Ok(mut o) = self.overlay.lock() {
+            o.insert(
+                (namespace.to_string(), name.to_string()),
+                Overlay::Finished(Box::new(end)),
+            );
         }
     }
 
@@ -218,6 +253,60 @@ mod tests {
                 .is_some_and(super::super::gate::terminal)
         );
         assert!(run.status.unwrap().actions.is_empty());
+    }
+
+    #[test]
+    fn what_this_process_wrote_counts_before_the_store_has_seen_it() {
+        use kube::runtime::reflector::store::Writer;
+        use kube::runtime::watcher::Event;
+        let resource = ApiResource::erase::<MigrationRun>(&());
+        let mut writer = Writer::<DynamicObject>::new(resource.clone());
+        let waiting = object(json!({}));
+        writer.apply_watcher_event(&Event::Apply(waiting.clone()));
+        let (wake, mut woken) = tokio::sync::mpsc::unbounded_channel();
+        let view = RunsView::new(writer.as_reader(), resource, wake);
+        let status = |v: &RunsView| {
+            v.of_migration("ns", "opendesk")
+                .pop()
+                .unwrap()
+                .status
+                .unwrap_or_default()
+        };
+        assert!(status(&view).start_time.is_none());
+        assert!(view.of_migration("other", "opendesk").is_empty());
+        assert!(view.of_migration("ns", "other").is_empty());
+
+        view.mark_started("ns", "r");
+        assert!(
+            status(&view).start_time.is_some(),
+            "started, store not caught up"
+        );
+
+        let ended = MigrationRunStatus {
+            conditions: vec![
+                serde_json::from_value(json!({
+                    "type": "Succeeded", "status": "True", "reason": "Succeeded", "message": "",
+                    "lastTransitionTime": "2026-12-02T00:00:00Z"
+                }))
+                .unwrap(),
+            ],
+            ..Default::default()
+        };
+        view.mark_finished("ns", "r", &ended);
+        assert!(terminal(&status(&view)), "finished, store not caught up");
+
+        // The store catches up; then the overlay is dropped and the store's copy counts.
+        let mut done = waiting;
+        done.data["status"] = json!({"conditions": [{
+            "type": "Succeeded", "status": "False", "reason": "Failed", "message": "",
+            "lastTransitionTime": "2026-12-02T00:00:00Z"
+        }]});
+        writer.apply_watcher_event(&Event::Apply(done));
+        assert!(terminal(&status(&view)));
+        assert!(view.overlay.lock().unwrap().is_empty());
+
+        view.wake("ns", ["r"]);
+        assert_eq!(woken.try_recv().unwrap().name, "r");
     }
 
     #[test]
