@@ -7,7 +7,8 @@
 --   not observed yet (observedGeneration absent, -1 or not the generation): Progressing
 --   Stalled=True (failed, invalid, preflight failed, declarations changed): Degraded
 --   Ready=True (succeeded, dry run included): Healthy
---   Ready reason Suspended (the Migration is suspended): Suspended
+--   Ready reason Suspended (the Migration is suspended) or AwaitingApproval (a Manual run
+--   waits for its plan's approval): Suspended
 --   anything else (waiting, running): Progressing with the Ready reason and message
 local hs = {}
 local generation = nil
@@ -40,7 +41,7 @@ if stalled ~= nil and stalled.status == "True" then
 elseif ready ~= nil and ready.status == "True" then
   hs.status = "Healthy"
   hs.message = ready.message or ""
-elseif ready ~= nil and ready.reason == "Suspended" then
+elseif ready ~= nil and (ready.reason == "Suspended" or ready.reason == "AwaitingApproval") then
   hs.status = "Suspended"
   hs.message = ready.message or ""
 elseif ready ~= nil then
