@@ -1,0 +1,307 @@
+//! The chart's PrometheusRule (`deploy/chart/templates/prometheusrule.yaml`) with Prometheus'
+//! own tooling: `promtool check rules` on the rendered rules and `promtool test rules` with
+//! the unit tests of `e2e/prometheus/rules.test.yaml`, whose input series are those of
+//! `e2e/prometheus/metrics-fixture.txt` — the `/metrics` output of a real operator — and a
+//! test that the fixture's metrics and labels are still what a running operator exports, so
+//! neither the rules nor their tests can drift from the metrics.
+//!
+//! promtool is built by `e2e/prometheus/build` (e2e/test passes its path as
+//! `STAGEHAND_PROMTOOL_BIN`). Recapture the fixture with
+//! `STAGEHAND_CAPTURE_METRICS_FIXTURE=1 cargo test -p stagehand-e2e --test alerts`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use stagehand_e2e::{OperatorProcess, TestNamespace, apply, client, install_crds, ok, wait};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// A binary one of our build scripts prints as the last line of its stdout.
+fn built(env: &str, script: &str, args: &[&str]) -> PathBuf {
+    if let Ok(path) = std::env::var(env) {
+        return PathBuf::from(path);
+    }
+    let out = Command::new(root().join(script))
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("running {script}: {e}"));
+    let text = ok(script, &out);
+    PathBuf::from(
+        text.lines()
+            .last()
+            .unwrap_or_else(|| panic!("{script} printed no path")),
+    )
+}
+
+fn promtool() -> PathBuf {
+    built("STAGEHAND_PROMTOOL_BIN", "e2e/prometheus/build", &[])
+}
+
+/// The rule groups of the chart's PrometheusRule, as `helm template` renders them with the
+/// default values in `stagehand-system` (the namespace the unit tests' series carry).
+fn rendered_rules() -> serde_yaml::Value {
+    let helm = built("STAGEHAND_HELM_BIN", "e2e/cluster/build-helm", &[]);
+    let out = Command::new(helm)
+        .current_dir(root())
+        .args([
+            "template",
+            "stagehand",
+            "deploy/chart",
+            "--namespace",
+            "stagehand-system",
+            "--set",
+            "prometheusRule.enabled=true",
+            "--show-only",
+            "templates/prometheusrule.yaml",
+        ])
+        .output()
+        .expect("running helm");
+    let doc: serde_yaml::Value = serde_yaml::from_str(&ok("helm template", &out)).unwrap();
+    assert_eq!(doc["kind"], "PrometheusRule", "{doc:?}");
+    assert_eq!(doc["apiVersion"], "monitoring.coreos.com/v1");
+    doc["spec"].clone()
+}
+
+/// `name{label="value",...} 1` or `name 1` or a selector `name{...}`: the name and labels.
+fn parse_series(line: &str) -> (String, BTreeMap<String, String>) {
+    let line = line.trim();
+    let name_end = line
+        .find(|c: char| c == '{' || c.is_whitespace())
+        .unwrap_or(line.len());
+    let name = line[..name_end].to_string();
+    let mut labels = BTreeMap::new();
+    if line[name_end..].starts_with('{') {
+        let mut rest = &line[name_end + 1..];
+        while !rest.starts_with('}') {
+            let eq = rest
+                .find('=')
+                .unwrap_or_else(|| panic!("bad series {line}"));
+            let key = rest[..eq].trim().to_string();
+            rest = &rest[eq + 1..];
+            assert!(rest.starts_with('"'), "bad series {line}");
+            let mut value = String::new();
+            let mut chars = rest[1..].char_indices();
+            let end = loop {
+                match chars.next() {
+                    Some((_, '\\')) => {
+                        if let Some((_, c)) = chars.next() {
+                            value.push(c);
+                        }
+                    }
+                    Some((i, '"')) => break i + 2,
+                    Some((_, c)) => value.push(c),
+                    None => panic!("bad series {line}"),
+                }
+            };
+            labels.insert(key, value);
+            rest = rest[end..].trim_start_matches(',').trim_start();
+        }
+    }
+    (name, labels)
+}
+
+/// Every sample's metric name with the names of its labels, in an exposition text.
+fn shapes(text: &str) -> BTreeSet<(String, BTreeSet<String>)> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let (name, labels) = parse_series(l);
+            (name, labels.into_keys().collect())
+        })
+        .collect()
+}
+
+fn fixture_path() -> PathBuf {
+    root().join("e2e/prometheus/metrics-fixture.txt")
+}
+
+fn fixture() -> String {
+    std::fs::read_to_string(fixture_path()).expect("reading e2e/prometheus/metrics-fixture.txt")
+}
+
+#[test]
+fn promtool_checks_and_unit_tests_the_chart_rules() {
+    let dir = std::env::temp_dir().join(format!("stagehand-alerts-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("rules.yaml"),
+        serde_yaml::to_string(&rendered_rules()).unwrap(),
+    )
+    .unwrap();
+    std::fs::copy(
+        root().join("e2e/prometheus/rules.test.yaml"),
+        dir.join("rules.test.yaml"),
+    )
+    .unwrap();
+    let promtool = promtool();
+    let check = Command::new(&promtool)
+        .current_dir(&dir)
+        .args(["check", "rules", "rules.yaml"])
+        .output()
+        .unwrap();
+    let said = ok("promtool check rules", &check);
+    assert!(said.contains("SUCCESS: 5 rules found"), "{said}");
+    let test = Command::new(&promtool)
+        .current_dir(&dir)
+        .args(["test", "rules", "rules.test.yaml"])
+        .output()
+        .unwrap();
+    ok("promtool test rules", &test);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_rules_and_their_tests_use_only_series_the_operator_exports() {
+    let known = shapes(&fixture());
+    let names: BTreeSet<&str> = known.iter().map(|(n, _)| n.as_str()).collect();
+    // The unit tests' input series: a name and label names of the fixture (plus the
+    // `namespace` the scrape adds).
+    let tests: serde_yaml::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(root().join("e2e/prometheus/rules.test.yaml")).unwrap(),
+    )
+    .unwrap();
+    let mut used = 0;
+    for test in tests["tests"].as_sequence().unwrap() {
+        for input in test["input_series"].as_sequence().unwrap() {
+            let (name, mut labels) = parse_series(input["series"].as_str().unwrap());
+            labels.remove("namespace");
+            let shape = (name, labels.into_keys().collect::<BTreeSet<_>>());
+            assert!(
+                known.contains(&shape),
+                "rules.test.yaml uses {shape:?}, which the operator's /metrics (metrics-fixture.txt) does not have:\n{known:#?}"
+            );
+            used += 1;
+        }
+    }
+    assert!(used > 0);
+    // Every metric a rule's expression names.
+    let rules = rendered_rules();
+    let mut alerts = Vec::new();
+    for group in rules["groups"].as_sequence().unwrap() {
+        for rule in group["rules"].as_sequence().unwrap() {
+            let expr = rule["expr"].as_str().unwrap();
+            let mut rest = expr;
+            while let Some(at) = rest.find("stagehand_") {
+                let tail = &rest[at..];
+                let end = tail
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .unwrap_or(tail.len());
+                assert!(
+                    names.contains(&tail[..end]),
+                    "{} uses {}, which the operator's /metrics does not have",
+                    rule["alert"].as_str().unwrap(),
+                    &tail[..end]
+                );
+                rest = &tail[end..];
+            }
+            alerts.push(rule["alert"].as_str().unwrap().to_string());
+        }
+    }
+    assert_eq!(
+        alerts,
+        [
+            "StagehandRunFailed",
+            "StagehandRunWaitingTooLong",
+            "StagehandRunRunningTooLong",
+            "StagehandNotLeading",
+            "StagehandReconcileErrors"
+        ]
+    );
+}
+
+fn scrape(address: &str) -> String {
+    let mut stream = TcpStream::connect(address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default()
+}
+
+/// A run that fails on its action, one that waits (its Migration does not exist), leadership:
+/// every series the rules and their tests use appears, and the fixture's metrics still exist
+/// with the same labels.
+#[tokio::test]
+async fn the_fixture_is_what_a_running_operator_exports() {
+    let client = client().await;
+    install_crds();
+    let ns = TestNamespace::new(&client, "alerts").await;
+    let address = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().to_string()
+    };
+    let operator = OperatorProcess::start_with(
+        &ns.name,
+        &stagehand_e2e::kubeconfig(),
+        &["--metrics-address", &address],
+    );
+    apply(&format!(
+        r#"apiVersion: stagehand.dev/v1beta1
+kind: Migration
+metadata: {{name: opendesk, namespace: {ns}}}
+spec:
+  releaseVersion: "v1.18.0"
+  installedRelease: "v1.17.3"
+  actions:
+    pre:
+      - id: workload_scale
+        tag: "v1.18.0"
+        versions: {{minimum: "v1.15", from: "v1.15", to: "v1.17"}}
+        config: {{workload: {{kind: StatefulSet, name: ox-connector-missing, replicas: 0}}}}
+---
+apiVersion: stagehand.dev/v1beta1
+kind: MigrationRun
+metadata: {{name: opendesk-v1.18.0-pre, namespace: {ns}}}
+spec: {{migrationRef: opendesk, stage: pre, release: "v1.18.0"}}
+---
+apiVersion: stagehand.dev/v1beta1
+kind: MigrationRun
+metadata: {{name: orphan, namespace: {ns}}}
+spec: {{migrationRef: no-such-migration, stage: pre, release: "v1.18.0"}}
+"#,
+        ns = ns.name
+    ));
+    wait(&ns.name, "migrationrun/opendesk-v1.18.0-pre", "Stalled");
+    let waiting = format!("{{run=\"{}/orphan\",phase=\"waiting\"}}", ns.name);
+    let mut body = String::new();
+    for _ in 0..100 {
+        body = scrape(&address);
+        if body.contains(&waiting) && body.contains("stagehand_runs_total{result=\"failed\"} 1") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(body.contains("stagehand_leader 1"), "{body}");
+    assert!(body.contains(&waiting), "{body}\n{}", operator.logs());
+    assert!(
+        body.contains("stagehand_runs_total{result=\"failed\"} 1"),
+        "{body}"
+    );
+    if std::env::var_os("STAGEHAND_CAPTURE_METRICS_FIXTURE").is_some() {
+        std::fs::write(fixture_path(), &body).unwrap();
+        eprintln!("wrote {}", fixture_path().display());
+    }
+    let live = shapes(&body);
+    let missing: Vec<_> = shapes(&fixture()).difference(&live).cloned().collect();
+    assert!(
+        missing.is_empty(),
+        "metrics-fixture.txt has series the operator no longer exports (rename them in the rules and rules.test.yaml, then recapture): {missing:?}\nlive /metrics:\n{body}"
+    );
+}
