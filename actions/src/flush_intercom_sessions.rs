@@ -4,7 +4,9 @@
 //! How it talks to Redis (one connection, pipelined):
 //! - `plan` connects and authenticates (the credential is proven), proves the right to UNLINK
 //!   keys of the pattern with an `UNLINK` of a random key that matches the pattern and cannot
-//!   exist (a no-op), and counts the matching keys with a full SCAN.
+//!   exist (a no-op), and the right to SCAN with one `SCAN` call. A dry run (and any plan that
+//!   apply does not follow at once) also counts the matching keys with a full SCAN; a real
+//!   run's plan does not walk the keyspace: apply walks it anyway.
 //! - `apply` does the same preflight, then walks the database once with `SCAN cursor MATCH
 //!   pattern COUNT 1000` (each call keeps the server busy for about a millisecond) and deletes
 //!   what it finds with `UNLINK` in batches that are sent while the walk goes on. The cursor
@@ -834,6 +836,26 @@ impl Action for Config {
         Box::pin(async move {
             let redis = &self.redis;
             let (session, probed) = Session::open_proven(redis, ctx).await?;
+            if ctx.run.apply_follows {
+                // A real run: prove SCAN too (what apply walks with), count nothing.
+                let scanned = session
+                    .scan_page(0, &redis.key_pattern)
+                    .await
+                    .map_err(|e| session.failed("SCAN", &e));
+                let target = session.target.clone();
+                session.close().await;
+                scanned?;
+                let mut summary = format!(
+                    "{target}: connection and credential proven, UNLINK and SCAN of keys matching {:?} allowed; apply will UNLINK them and verify with another full SCAN (not counted beforehand: a dry run counts)",
+                    redis.key_pattern
+                );
+                if !probed {
+                    summary.push_str(
+                        "; the right to UNLINK is proven by the first deletion (the pattern has no '*', so no key of it can be tried without touching a real one)",
+                    );
+                }
+                return Ok(Outcome::new(summary));
+            }
             let result = async {
                 let started = Instant::now();
                 let sweep = session

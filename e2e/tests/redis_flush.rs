@@ -170,6 +170,32 @@ async fn dry_run_plan_reports_the_count_and_deletes_nothing() {
 }
 
 #[tokio::test]
+async fn a_real_runs_plan_proves_access_without_walking_the_keyspace() {
+    let redis = server(&[]);
+    small_load(&redis, 0, 1_234);
+    let flush = action(config(&redis, json!({})));
+    let mut ctx = ctx(DEFAULT_PASSWORD).await;
+    ctx.run.apply_follows = true;
+    redis.cli(0, &["CONFIG", "RESETSTAT"]);
+    let planned = summary(flush.plan(&ctx).await);
+    assert!(
+        planned.contains("connection and credential proven") && !planned.contains("1234"),
+        "{planned}"
+    );
+    // One SCAN call (the right to SCAN), no walk: the keyspace has 2,468 keys, a walk with
+    // COUNT 1000 would take at least three calls.
+    let stats = redis.cli(0, &["INFO", "commandstats"]);
+    assert!(stats.contains("cmdstat_scan:calls=1,"), "{stats}");
+    assert_eq!(redis.count_matching(0, "sess:*"), 1_234);
+    // A wrong password still fails the plan.
+    let mut wrong = ctx.clone();
+    wrong.secrets = Secrets::new([("redis-password".to_string(), SecretValue::new("nope"))]);
+    failure(flush.plan(&wrong).await);
+    let applied = summary(flush.apply(&ctx).await);
+    assert!(applied.contains("deleted 1234 keys"), "{applied}");
+}
+
+#[tokio::test]
 async fn an_acl_user_with_the_minimal_rights_flushes_its_database() {
     // Database 0 needs SCAN and UNLINK on the pattern's keys; another database also SELECT.
     let redis = server(&[
