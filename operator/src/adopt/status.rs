@@ -418,7 +418,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s.layout, Layout::KeyPerFact);
-        assert_eq!(s.last_migrated_release.clone().unwrap().to_string(), "v1.17.3");
+        assert_eq!(
+            s.last_migrated_release.clone().unwrap().to_string(),
+            "v1.17.3"
+        );
         assert_eq!(s.last_stage, Some(Stage::Post));
         assert_eq!(s.history.len(), 3);
         assert_eq!(s.history[0].run_mode, None);
