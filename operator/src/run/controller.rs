@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
-use kube::runtime::controller::{Action as Requeue, Controller};
+use kube::runtime::controller::{Action as Requeue, Config, Controller};
 use kube::runtime::events::EventType;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::store::Writer;
@@ -163,6 +163,13 @@ where
     }
 }
 
+/// Runs reconciled at the same time, at most. A burst of new runs (a thousand created at once)
+/// is then worked through a bounded queue instead of a thousand reconciles in flight, each
+/// holding its view of the siblings and its requests; runs that execute an action hold a
+/// slot for as long as it takes, so this is also how many runs of different Migrations can
+/// execute at once.
+pub const RUN_RECONCILES_AT_ONCE: u16 = 32;
+
 /// Stagehand's own CRDs, checked at start-up.
 pub const OWN_CRDS: [&str; 2] = ["migrations.stagehand.dev", "migrationruns.stagehand.dev"];
 
@@ -273,6 +280,7 @@ pub async fn run(
         |mut rx| async move { rx.recv().await.map(|r| (r, rx)) },
     );
     let run_controller = Controller::for_stream_with(run_events, run_store, run_resource.clone())
+        .with_config(Config::default().concurrency(RUN_RECONCILES_AT_ONCE))
         .reconcile_on(wakes)
         .shutdown_on_signal()
         .run(

@@ -354,8 +354,19 @@ async fn pipeline(run: Arc<MigrationRun>, shared: Arc<Shared>) -> Result<Requeue
         // The gate goes only with a Migration.
         (Gate::Go, None) => return Ok(Requeue::requeue(WAKE_FALLBACK)),
     };
-    if r.status.start_time.is_none() {
-        r.shared.runs.mark_started(&namespace, &r.run.name_any());
+    // The gate's view may not show a run that another reconcile let start a moment ago: the
+    // start is claimed under one lock, so one run of a Migration starts at a time.
+    if r.status.start_time.is_none()
+        && let Err(holder) =
+            r.shared
+                .runs
+                .claim(&namespace, &r.run.spec.migration_ref, &r.run.name_any())
+    {
+        r.write(&Phase::Waiting(format!(
+            "MigrationRun {holder} of the same Migration is running"
+        )))
+        .await?;
+        return Ok(Requeue::requeue(until_timeout(&r.run, &r.status)));
     }
 
     // 2. assess: the history first (the record of truth), then the declarations.

@@ -152,11 +152,45 @@ impl RunsView {
         runs
     }
 
-    /// Records that `name` starts now.
-    pub fn mark_started(&self, namespace: &str, name: &str) {
-        if let Ok(mut o) = self.overlay.lock() {
-            o.insert((namespace.to_string(), name.to_string()), Overlay::Started);
+    /// Lets `name` start as the one running run of Migration `migration`, unless another run
+    /// of it that this process let start is still running (then its name). The check and the
+    /// record are one step under one lock, so two runs the same finish unblocked (the post run
+    /// and the next pre run) never both start; a recorded run the store no longer holds, or
+    /// holds as finished, no longer counts.
+    pub fn claim(&self, namespace: &str, migration: &str, name: &str) -> Result<(), String> {
+        let running: HashMap<String, bool> = self
+            .store
+            .state()
+            .iter()
+            .filter(|o| {
+                o.metadata.namespace.as_deref() == Some(namespace)
+                    && o.data
+                        .pointer("/spec/migrationRef")
+                        .and_then(|v| v.as_str())
+                        == Some(migration)
+            })
+            .map(|o| {
+                let finished = o
+                    .data
+                    .pointer("/status/conditions")
+                    .and_then(|c| c.as_array())
+                    .is_some_and(|c| c.iter().any(|c| c["type"] == "Succeeded"));
+                (o.metadata.name.clone().unwrap_or_default(), !finished)
+            })
+            .collect();
+        let Ok(mut o) = self.overlay.lock() else {
+            return Err("the operator's view of the runs".into());
+        };
+        if let Some(((_, holder), _)) = o.iter().find(|((ns, other), v)| {
+            ns == namespace
+                && other != name
+                && matches!(v, Overlay::Started)
+                && running.get(other).copied().unwrap_or(false)
+        }) {
+            return Err(holder.clone());
         }
+        o.insert((namespace.to_string(), name.to_string()), Overlay::Started);
+        Ok(())
     }
 
     /// Records that `name` ended with `status` (what was just written).
@@ -267,7 +301,8 @@ mod tests {
         let view = RunsView::new(writer.as_reader(), resource, wake);
         let status = |v: &RunsView| {
             v.of_migration("ns", "opendesk")
-                .pop()
+                .into_iter()
+                .find(|r| r.name_any() == "r")
                 .unwrap()
                 .status
                 .unwrap_or_default()
@@ -276,10 +311,23 @@ mod tests {
         assert!(view.of_migration("other", "opendesk").is_empty());
         assert!(view.of_migration("ns", "other").is_empty());
 
-        view.mark_started("ns", "r");
+        assert_eq!(view.claim("ns", "opendesk", "r"), Ok(()));
         assert!(
             status(&view).start_time.is_some(),
             "started, store not caught up"
+        );
+        let mut sibling = object(json!({}));
+        sibling.metadata.name = Some("s".into());
+        writer.apply_watcher_event(&Event::Apply(sibling));
+        assert_eq!(
+            view.claim("ns", "opendesk", "s"),
+            Err("r".to_string()),
+            "one run of a Migration at a time, even before the store saw the first start"
+        );
+        assert_eq!(
+            view.claim("ns", "opendesk", "r"),
+            Ok(()),
+            "a run may claim again"
         );
 
         let ended = MigrationRunStatus {
