@@ -60,6 +60,11 @@ pub struct OperatorArgs {
     /// This replica's identity in the Lease (default: `POD_NAME`, else `<hostname>-<pid>`).
     #[arg(long, env = "STAGEHAND_LEADER_ELECTION_IDENTITY")]
     pub leader_election_identity: Option<String>,
+    /// MigrationRuns reconciled at the same time, at most: a burst of new runs is worked
+    /// through a bounded queue (memory and API requests stay bounded), and it is how many runs
+    /// of different Migrations execute actions at once.
+    #[arg(long, env = "STAGEHAND_MAX_CONCURRENT_RUNS", default_value_t = crate::run::controller::DEFAULT_MAX_CONCURRENT_RUNS, value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_concurrent_runs: u16,
 }
 
 /// Runs the operator; returns the exit code.
@@ -115,7 +120,7 @@ async fn operate(args: OperatorArgs) -> u8 {
         info!("leader election disabled");
         readiness.set(true);
         metrics.set_leader(true);
-        run_controllers(client, namespace, metrics, stop).await;
+        run_controllers(client, namespace, metrics, stop, args.max_concurrent_runs).await;
         return EXIT_OK;
     }
 
@@ -157,7 +162,13 @@ async fn operate(args: OperatorArgs) -> u8 {
     // Leading: the controllers stop by themselves on SIGTERM/SIGINT (letting the current
     // reconcile finish); losing the lease stops them at once and exits non-zero so that no two
     // replicas ever run together.
-    let controllers = run_controllers(client, namespace, metrics, stop.clone());
+    let controllers = run_controllers(
+        client,
+        namespace,
+        metrics,
+        stop.clone(),
+        args.max_concurrent_runs,
+    );
     tokio::pin!(controllers);
     let code = tokio::select! {
         () = &mut controllers => EXIT_OK,
@@ -192,8 +203,9 @@ async fn run_controllers(
     namespace: Option<String>,
     metrics: Metrics,
     stop: watch::Receiver<bool>,
+    max_concurrent_runs: u16,
 ) {
-    crate::run::controller::run(client, namespace, metrics, stop).await;
+    crate::run::controller::run(client, namespace, metrics, stop, max_concurrent_runs).await;
 }
 
 /// Resolves on SIGTERM or SIGINT.
