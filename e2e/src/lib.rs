@@ -139,6 +139,16 @@ pub fn stagehand(args: &[&str]) -> Output {
     )
 }
 
+/// `stagehand ARGS` with `input` on its standard input.
+pub fn stagehand_stdin(args: &[&str], input: &str) -> Output {
+    run_with_stdin(
+        Command::new(stagehand_bin())
+            .env("KUBECONFIG", kubeconfig())
+            .args(args),
+        Some(input),
+    )
+}
+
 fn run_with_stdin(cmd: &mut Command, input: Option<&str>) -> Output {
     use std::io::Write;
     use std::process::Stdio;

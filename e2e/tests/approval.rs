@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 use stagehand_e2e::{
-    OperatorProcess, TestNamespace, apply, client, condition, get, install_crds, kubeconfig,
-    kubectl, ok, running_pods, stagehand_bin, statefulset, stderr, stdout, wait, wait_for,
+    OperatorProcess, TestNamespace, apply, client, condition, get, install_crds, kubectl, ok,
+    running_pods, stagehand_stdin, statefulset, stderr, stdout, wait, wait_for,
 };
 
 const WINDOW: &str = r#"{minimum: "v1.15", from: "v1.15", to: "v1.17"}"#;
@@ -28,23 +28,10 @@ fn replicas(ns: &str, sts: &str) -> String {
 
 /// `stagehand approve ARGS` with `input` on stdin.
 fn approve(args: &[&str], input: &str) -> std::process::Output {
-    use std::io::Write;
-    let mut child = std::process::Command::new(stagehand_bin())
-        .env("KUBECONFIG", kubeconfig())
-        .arg("approve")
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+    let args: Vec<&str> = std::iter::once("approve")
+        .chain(args.iter().copied())
+        .collect();
+    stagehand_stdin(&args, input)
 }
 
 async fn message_contains(ns: &str, what: &str, text: &str) -> Value {

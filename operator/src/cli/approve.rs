@@ -7,7 +7,7 @@ use clap::Args;
 use kube::api::{Api, Patch, PatchParams};
 use stagehand_crds::{APPROVE_PLAN_ANNOTATION, Approval, MigrationRun};
 
-use super::plan::print_plan_rows;
+use super::plan::{plan_row, print_plan_rows};
 use super::wait::{Named, parse_target};
 use super::{EXIT_INVALID, EXIT_OK, EXIT_USAGE};
 
@@ -139,17 +139,14 @@ fn print_plan(name: &str, run: &MigrationRun, digest: &str) {
         .actions
         .iter()
         .map(|a| {
-            [
-                a.index.to_string(),
-                a.id.clone(),
-                a.tag.clone().unwrap_or_else(|| "-".into()),
-                a.run_mode.clone().unwrap_or_else(|| "-".into()),
-                serde_json::to_value(a.decision)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default(),
-                a.reason.clone(),
-            ]
+            plan_row(
+                a.index,
+                &a.id,
+                a.tag.as_deref(),
+                a.run_mode.as_deref(),
+                a.decision,
+                &a.reason,
+            )
         })
         .collect();
     print_plan_rows(&rows);

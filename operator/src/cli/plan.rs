@@ -84,20 +84,39 @@ fn print_table(actions: &[PlannedAction]) {
     let rows: Vec<[String; 6]> = actions
         .iter()
         .map(|a| {
-            [
-                a.index.to_string(),
-                a.id.clone(),
-                a.tag.clone().unwrap_or_else(|| "-".into()),
-                a.run_mode.clone().unwrap_or_else(|| "-".into()),
-                serde_json::to_value(a.decision)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default(),
-                a.reason.as_str().to_string(),
-            ]
+            plan_row(
+                a.index,
+                &a.id,
+                a.tag.as_deref(),
+                a.run_mode.as_deref(),
+                a.decision,
+                a.reason.as_str(),
+            )
         })
         .collect();
     print_plan_rows(&rows);
+}
+
+/// One row of the plan table; `decision` is printed as it serializes (`run`, `Skipped`...).
+pub(crate) fn plan_row(
+    index: impl ToString,
+    id: &str,
+    tag: Option<&str>,
+    run_mode: Option<&str>,
+    decision: impl serde::Serialize,
+    reason: &str,
+) -> [String; 6] {
+    [
+        index.to_string(),
+        id.to_string(),
+        tag.unwrap_or("-").to_string(),
+        run_mode.unwrap_or("-").to_string(),
+        serde_json::to_value(decision)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
+        reason.to_string(),
+    ]
 }
 
 /// Prints plan rows (index, id, tag, runMode, decision, reason) under the plan table's header,

@@ -39,12 +39,7 @@ const FINISHED_KEEPS: [&str; 5] = [
 /// needed).
 pub fn slim(obj: &mut DynamicObject) {
     obj.metadata.managed_fields = None;
-    let finished = obj
-        .data
-        .pointer("/status/conditions")
-        .and_then(|c| c.as_array())
-        .is_some_and(|c| c.iter().any(|c| c["type"] == "Succeeded"));
-    if !finished {
+    if !finished(obj) {
         return;
     }
     if let Some(a) = obj.metadata.annotations.as_mut() {
@@ -53,6 +48,14 @@ pub fn slim(obj: &mut DynamicObject) {
     if let Some(status) = obj.data.get_mut("status").and_then(|s| s.as_object_mut()) {
         status.retain(|k, _| FINISHED_KEEPS.contains(&k.as_str()));
     }
+}
+
+/// Whether a stored run is over (its `Succeeded` condition written), without decoding it.
+fn finished(obj: &DynamicObject) -> bool {
+    obj.data
+        .pointer("/status/conditions")
+        .and_then(|c| c.as_array())
+        .is_some_and(|c| c.iter().any(|c| c["type"] == "Succeeded"))
 }
 
 /// A stored run as the typed MigrationRun, or `None` when it does not decode (the
@@ -112,22 +115,25 @@ impl RunsView {
         }
     }
 
+    /// The stored runs of Migration `migration` in `namespace`, undecoded.
+    fn stored(&self, namespace: &str, migration: &str) -> Vec<Arc<DynamicObject>> {
+        self.store.state_filter(|o| {
+            o.metadata.namespace.as_deref() == Some(namespace)
+                && o.data
+                    .pointer("/spec/migrationRef")
+                    .and_then(|v| v.as_str())
+                    == Some(migration)
+        })
+    }
+
     /// The runs of Migration `migration` in `namespace`, as this process knows them.
     pub fn of_migration(&self, namespace: &str, migration: &str) -> Vec<MigrationRun> {
         let Ok(mut overlay) = self.overlay.lock() else {
             return Vec::new();
         };
         let runs: Vec<MigrationRun> = self
-            .store
-            .state()
+            .stored(namespace, migration)
             .iter()
-            .filter(|o| {
-                o.metadata.namespace.as_deref() == Some(namespace)
-                    && o.data
-                        .pointer("/spec/migrationRef")
-                        .and_then(|v| v.as_str())
-                        == Some(migration)
-            })
             .filter_map(|o| decode(o))
             .map(|mut r| {
                 let key = (namespace.to_string(), r.name_any());
@@ -159,24 +165,9 @@ impl RunsView {
     /// holds as finished, no longer counts.
     pub fn claim(&self, namespace: &str, migration: &str, name: &str) -> Result<(), String> {
         let running: HashMap<String, bool> = self
-            .store
-            .state()
+            .stored(namespace, migration)
             .iter()
-            .filter(|o| {
-                o.metadata.namespace.as_deref() == Some(namespace)
-                    && o.data
-                        .pointer("/spec/migrationRef")
-                        .and_then(|v| v.as_str())
-                        == Some(migration)
-            })
-            .map(|o| {
-                let finished = o
-                    .data
-                    .pointer("/status/conditions")
-                    .and_then(|c| c.as_array())
-                    .is_some_and(|c| c.iter().any(|c| c["type"] == "Succeeded"));
-                (o.metadata.name.clone().unwrap_or_default(), !finished)
-            })
+            .map(|o| (o.metadata.name.clone().unwrap_or_default(), !finished(o)))
             .collect();
         let Ok(mut o) = self.overlay.lock() else {
             return Err("the operator's view of the runs".into());
