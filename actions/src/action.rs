@@ -1,10 +1,28 @@
-//! The contract every action implements (SPEC section 5): a read-only planning phase and an
-//! apply phase, run by the operator's run engine in that order.
+//! The contract every action implements (SPEC section 5): its typed config
+//! ([`ActionConfig`]), a read-only planning phase and an apply phase ([`Action`]), run by the
+//! operator's run engine in that order, and what they run against ([`ActionContext`]: the
+//! cluster, the run's credentials, the Migration's object store). Nothing here imports an
+//! action or a client: they all build on this.
 
 use std::collections::BTreeMap;
 use std::fmt;
 
 use futures::future::BoxFuture;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use stagehand_config::{ConfigIssue, ObjectStore};
+
+/// A typed action config: what a declaration's `config` is read as. Configs reject unknown
+/// keys (`deny_unknown_fields`) and carry the defaults the openDesk reference shows.
+pub trait ActionConfig: DeserializeOwned + JsonSchema {
+    /// The action id the config belongs to.
+    const ID: &'static str;
+
+    /// Rules the schema cannot state (e.g. a Redis pattern needs a literal prefix).
+    fn semantic_issues(&self) -> Vec<ConfigIssue> {
+        Vec::new()
+    }
+}
 
 /// A credential's value, taken from a Secret named in `secretFiles`. Held in memory only;
 /// its `Debug` and `Display` never show the value.
@@ -61,7 +79,7 @@ pub struct ActionContext {
     pub secrets: Secrets,
     /// The Migration's object store (`spec.objectStore`), where the stages hand work over;
     /// `None` when the Migration declares none.
-    pub object_store: Option<crate::handover::StoreSettings>,
+    pub object_store: Option<ObjectStore>,
     /// Which run this is, for what actions write down (the handover records it).
     pub run: RunIdentity,
 }
@@ -123,11 +141,6 @@ pub enum ActionError {
     /// The action ran and could not reach its goal (a timeout, a missing object, ...).
     #[error("{0}")]
     Failed(String),
-    /// The action is declared but this build cannot run it yet.
-    #[error(
-        "{0} cannot run in this Stagehand build yet: its implementation arrives with a later release"
-    )]
-    Unsupported(String),
 }
 
 impl ActionError {

@@ -5,7 +5,7 @@ use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value};
 use stagehand_config::ConfigIssue;
 
-use crate::ActionConfig;
+use crate::action::ActionConfig;
 
 /// Everything wrong with `config` for the action `T` (empty when valid).
 pub fn issues<T: ActionConfig>(config: &Value) -> Vec<ConfigIssue> {

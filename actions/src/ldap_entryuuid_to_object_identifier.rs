@@ -21,12 +21,13 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use stagehand_config::{ConfigIssue, Needs};
 
-use crate::ActionConfig;
+use crate::action::ActionConfig;
 use crate::action::{Action, ActionContext, ActionError, Outcome};
-use crate::common::{needs_secrets, plural};
-use crate::ldap::direct::{DirectDirectory, DirectSettings};
-use crate::ldap::exec::{ExecDirectory, KubeExec, POD_LDAPI_URL};
-use crate::ldap::{Directory, Entry, LdapError, Refused, Replace};
+use crate::clients::ldap::direct::{DirectDirectory, DirectSettings};
+use crate::clients::ldap::exec::{ExecDirectory, KubeExec, POD_LDAPI_URL};
+use crate::clients::ldap::{Directory, Entry, LdapError, Refused, Replace};
+use crate::shared_config::{LDAP_PASSWORD_FILE, Ldap, needs_secrets};
+use crate::text::plural;
 
 /// The action's config.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -38,81 +39,6 @@ pub struct Config {
     /// Where the directory is written.
     #[serde(default)]
     pub ldap: Ldap,
-}
-
-/// The directory and how to reach it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Ldap {
-    /// The pod running the primary LDAP server (exec transport).
-    #[serde(default = "Ldap::default_pod")]
-    #[schemars(length(min = 1))]
-    pub pod: String,
-    /// The container within the pod (exec transport).
-    #[serde(default = "Ldap::default_container")]
-    #[schemars(length(min = 1))]
-    pub container: String,
-    /// The directory's base DN: every object below it is looked at.
-    #[serde(default = "Ldap::default_base_dn")]
-    #[schemars(length(min = 1))]
-    pub base_dn: String,
-    /// The primary LDAP server's URL (`ldap://ums-ldap-server-primary:389`, `ldaps://...`).
-    /// Set, Stagehand connects to it itself (direct transport) instead of executing
-    /// `ldapmodify` in the pod; the password is the `ldap-admin-password` secret file.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub url: Option<String>,
-    /// The DN to bind as with `url`; left out, `cn=admin,<baseDn>`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bind_dn: Option<String>,
-    /// Timeout of connecting and of each request of the direct transport.
-    #[serde(default = "Ldap::default_timeout")]
-    #[schemars(range(min = 1))]
-    pub request_timeout_seconds: u64,
-}
-
-impl Ldap {
-    fn default_pod() -> String {
-        "ums-ldap-server-primary-0".into()
-    }
-    fn default_container() -> String {
-        "main".into()
-    }
-    fn default_base_dn() -> String {
-        "dc=swp-ldap,dc=internal".into()
-    }
-    fn default_timeout() -> u64 {
-        30
-    }
-
-    /// The secret files the transport reads: [`PASSWORD_FILE`] for the direct one, none for
-    /// exec (SASL EXTERNAL in the pod).
-    pub fn secret_files(&self) -> Vec<String> {
-        match self.url {
-            Some(_) => vec![PASSWORD_FILE.to_string()],
-            None => Vec::new(),
-        }
-    }
-
-    /// The DN the direct transport binds as.
-    pub fn effective_bind_dn(&self) -> String {
-        match &self.bind_dn {
-            Some(dn) => dn.clone(),
-            None => format!("cn=admin,{}", self.base_dn),
-        }
-    }
-}
-
-impl Default for Ldap {
-    fn default() -> Self {
-        Self {
-            pod: Self::default_pod(),
-            container: Self::default_container(),
-            base_dn: Self::default_base_dn(),
-            url: None,
-            bind_dn: None,
-            request_timeout_seconds: Self::default_timeout(),
-        }
-    }
 }
 
 impl ActionConfig for Config {
@@ -142,8 +68,6 @@ impl ActionConfig for Config {
     }
 }
 
-/// The secret file with the password of `ldap.bindDn` (direct transport).
-pub const PASSWORD_FILE: &str = "ldap-admin-password";
 /// The attribute the action sets.
 pub const IDENTIFIER: &str = "univentionObjectIdentifier";
 /// The attribute it is set from.
@@ -258,7 +182,7 @@ impl Config {
     pub async fn directory(&self, ctx: &ActionContext) -> Result<Box<dyn Directory>, ActionError> {
         match &self.ldap.url {
             Some(url) => {
-                let password = ctx.secrets.get(PASSWORD_FILE)?;
+                let password = ctx.secrets.get(LDAP_PASSWORD_FILE)?;
                 let mut settings = DirectSettings::new(
                     url.clone(),
                     self.ldap.effective_bind_dn(),

@@ -1,58 +1,69 @@
-//! Stagehand's action library: one module per action with its typed config, and the
-//! [`Library`] that validation asks whether an id exists and whether its config is right.
+//! Stagehand's action library (docs/architecture.md walks it).
 //!
-//! Configs reject unknown keys (`deny_unknown_fields`) and carry the defaults the openDesk
-//! reference shows. Behaviour (the planning and apply phases) arrives with the run engine.
+//! * [`action`]: the contract every action implements — its typed config, planning and
+//!   apply, and what it runs against. The ground floor: it imports no action and no client.
+//! * One module per action (`workload_scale`, ..., the two halves of
+//!   [`functional_accounts`]), each read as config → plan → apply over the clients.
+//! * [`clients`]: the protocol clients the actions share (HTTP, LDAP, OX SOAP, UDM REST, S3,
+//!   Redis, TLS).
+//! * Helpers of the actions: [`shared_config`] (config sections several actions declare),
+//!   [`batch`] (bounded concurrent requests), [`text`] (message wording), [`check`] (a config
+//!   read against its schema).
+//! * This file: the registry, the one list of action ids, from which validation's
+//!   [`Library`] and the engine's [`instantiate`] are generated.
 
 pub mod action;
+pub mod batch;
 pub mod check;
-pub mod common;
+pub mod clients;
 pub mod crd_storage_version_migrate;
 pub mod flush_intercom_sessions;
 pub mod functional_accounts;
-pub mod handover;
-pub mod http;
-pub mod ldap;
 pub mod ldap_entryuuid_to_object_identifier;
-pub mod ox;
 pub mod ox_connector_restart;
-pub mod ox_functional_accounts_export;
 pub mod ox_names_to_object_identifier;
-pub mod ox_shared_accounts_import;
 pub mod provisioning_drop_subscriptions;
-pub mod udm;
+pub mod shared_config;
+pub mod text;
 pub mod workload_scale;
 
-use schemars::JsonSchema;
-use serde::de::DeserializeOwned;
 use stagehand_config::{ActionCatalog, ConfigIssue};
 
-/// A typed action config.
-pub trait ActionConfig: DeserializeOwned + JsonSchema {
-    /// The action id the config belongs to.
-    const ID: &'static str;
+use action::{Action, ActionConfig, ActionError};
 
-    /// Rules the schema cannot state (e.g. a Redis pattern needs a literal prefix).
-    fn semantic_issues(&self) -> Vec<ConfigIssue> {
-        Vec::new()
-    }
-}
-
-/// Declares the library once: every action module with its typed `Config`.
+/// Declares the library once: every action module whose `Config` is both the typed config
+/// ([`ActionConfig`]) and the action ([`Action`]). An id listed here whose `Config` does not
+/// implement [`Action`] does not compile.
 macro_rules! library {
-    ($($module:ident),* $(,)?) => {
+    ($($($module:ident)::+),* $(,)?) => {
         /// Every action id of the library, in the order docs/actions.md lists them.
-        pub const ACTION_IDS: &[&str] = &[$($module::Config::ID),*];
+        pub const ACTION_IDS: &[&str] = &[$($($module)::+::Config::ID),*];
 
         /// The JSON schema of every action's config, by id (for documentation and tooling).
         pub fn config_schemas() -> Vec<(&'static str, serde_json::Value)> {
-            vec![$(($module::Config::ID, check::schema_of::<$module::Config>())),*]
+            vec![$(($($module)::+::Config::ID, check::schema_of::<$($module)::+::Config>())),*]
         }
 
         fn config_issues_of(id: &str, config: &serde_json::Value) -> Option<Vec<ConfigIssue>> {
             match id {
-                $($module::Config::ID => Some(check::issues::<$module::Config>(config)),)*
+                $($($module)::+::Config::ID => {
+                    Some(check::issues::<$($module)::+::Config>(config))
+                })*
                 _ => None,
+            }
+        }
+
+        /// Builds the action a declaration names from its config (validated before, so a
+        /// config error here is a bug in the caller or a declaration that was never checked).
+        pub fn instantiate(
+            id: &str,
+            config: &serde_json::Value,
+        ) -> Result<Box<dyn Action>, ActionError> {
+            match id {
+                $($($module)::+::Config::ID => typed::<$($module)::+::Config>(config),)*
+                other => Err(ActionError::Config(format!(
+                    "{other:?} is not an action of the library"
+                ))),
             }
         }
     };
@@ -65,8 +76,8 @@ library!(
     flush_intercom_sessions,
     ldap_entryuuid_to_object_identifier,
     ox_names_to_object_identifier,
-    ox_functional_accounts_export,
-    ox_shared_accounts_import,
+    functional_accounts::export,
+    functional_accounts::import,
     crd_storage_version_migrate,
 );
 
@@ -86,49 +97,16 @@ impl ActionCatalog for Library {
     }
 }
 
-/// Builds the action a declaration names from its config (validated before, so a config
-/// error here is a bug in the caller). Actions whose behaviour this build does not have yet
-/// are `Unsupported`: a run that reaches one fails with that reason instead of skipping it.
-pub fn instantiate(
-    id: &str,
+/// `config` read as `T`, boxed as the action it is.
+fn typed<T: ActionConfig + Action + 'static>(
     config: &serde_json::Value,
-) -> Result<Box<dyn action::Action>, action::ActionError> {
-    use action::ActionError;
-    fn typed<T: ActionConfig + action::Action + 'static>(
-        config: &serde_json::Value,
-    ) -> Result<Box<dyn action::Action>, ActionError> {
-        let parsed = check::parse::<T>(config).map_err(|issue| {
-            if issue.path.is_empty() {
-                ActionError::Config(format!("{}: {}", T::ID, issue.message))
-            } else {
-                ActionError::Config(format!("{} at {}: {}", T::ID, issue.path, issue.message))
-            }
-        })?;
-        Ok(Box::new(parsed))
-    }
-    match id {
-        workload_scale::Config::ID => typed::<workload_scale::Config>(config),
-        ox_connector_restart::Config::ID => typed::<ox_connector_restart::Config>(config),
-        flush_intercom_sessions::Config::ID => typed::<flush_intercom_sessions::Config>(config),
-        provisioning_drop_subscriptions::Config::ID => {
-            typed::<provisioning_drop_subscriptions::Config>(config)
+) -> Result<Box<dyn Action>, ActionError> {
+    let parsed = check::parse::<T>(config).map_err(|issue| {
+        if issue.path.is_empty() {
+            ActionError::Config(format!("{}: {}", T::ID, issue.message))
+        } else {
+            ActionError::Config(format!("{} at {}: {}", T::ID, issue.path, issue.message))
         }
-        crd_storage_version_migrate::Config::ID => {
-            typed::<crd_storage_version_migrate::Config>(config)
-        }
-        ldap_entryuuid_to_object_identifier::Config::ID => {
-            typed::<ldap_entryuuid_to_object_identifier::Config>(config)
-        }
-        ox_names_to_object_identifier::Config::ID => {
-            typed::<ox_names_to_object_identifier::Config>(config)
-        }
-        ox_functional_accounts_export::Config::ID => {
-            typed::<ox_functional_accounts_export::Config>(config)
-        }
-        ox_shared_accounts_import::Config::ID => typed::<ox_shared_accounts_import::Config>(config),
-        known if ACTION_IDS.contains(&known) => Err(ActionError::Unsupported(known.to_string())),
-        other => Err(ActionError::Config(format!(
-            "{other:?} is not an action of the library"
-        ))),
-    }
+    })?;
+    Ok(Box::new(parsed))
 }

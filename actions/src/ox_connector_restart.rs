@@ -6,7 +6,7 @@ use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::ActionConfig;
+use crate::action::ActionConfig;
 use crate::action::{Action, ActionContext, ActionError, Outcome};
 use crate::workload_scale::{Target, WorkloadKind, replicas_i32};
 

@@ -42,12 +42,14 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use stagehand_config::{ConfigIssue, Needs};
 
-use crate::ActionConfig;
+use crate::action::ActionConfig;
 use crate::action::{Action, ActionContext, ActionError, Outcome};
-use crate::common::{OxSoap, needs_secrets, plural, run_bounded};
-use crate::ldap::{Directory, Entry};
-pub use crate::ldap_entryuuid_to_object_identifier::Ldap;
-use crate::ox::{OxClient, OxError};
+use crate::batch::run_bounded;
+use crate::clients::ldap::{Directory, Entry};
+use crate::clients::ox::{OxClient, OxError};
+pub use crate::shared_config::Ldap;
+use crate::shared_config::{OxSoap, needs_secrets};
+use crate::text::plural;
 
 /// The action's config.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -447,7 +449,10 @@ impl Config {
 
     /// OX's contexts (`OXContextService.listAll` as the master admin): proves the SOAP URL
     /// and the credential, whatever the IAM holds.
-    async fn ox_contexts(&self, ox: &OxClient) -> Result<Vec<crate::ox::Context>, ActionError> {
+    async fn ox_contexts(
+        &self,
+        ox: &OxClient,
+    ) -> Result<Vec<crate::clients::ox::Context>, ActionError> {
         ox.list_contexts()
             .await
             .map_err(|e| self.ox_failed(ox, e, None))
@@ -455,7 +460,7 @@ impl Config {
 
     async fn read_iam(&self, dir: &dyn Directory) -> Result<Iam, ActionError> {
         let base = self.ldap.base_dn.as_str();
-        let failed = |e: crate::ldap::LdapError| ActionError::Failed(e.to_string());
+        let failed = |e: crate::clients::ldap::LdapError| ActionError::Failed(e.to_string());
         let contexts = dir
             .search(base, CONTEXT_FILTER, &[CONTEXT_ID])
             .await
@@ -475,7 +480,7 @@ impl Config {
         &self,
         ox: &OxClient,
         iam: &Iam,
-        ctx: &crate::ox::Context,
+        ctx: &crate::clients::ox::Context,
     ) -> Result<ContextPlan, ActionError> {
         let id = ctx.id;
         let err = |e| self.ox_failed(ox, e, Some(id));

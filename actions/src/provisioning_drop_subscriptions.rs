@@ -9,10 +9,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use stagehand_config::Needs;
 
-use crate::ActionConfig;
+use crate::action::ActionConfig;
 use crate::action::{Action, ActionContext, ActionError, Outcome};
-use crate::common::needs_secrets;
-use crate::http::HttpApi;
+use crate::clients::http::HttpApi;
+use crate::shared_config::needs_secrets;
 
 /// The `secretFiles` name of the Provisioning API admin's password.
 pub const PASSWORD_FILE: &str = "provisioning-api-password";

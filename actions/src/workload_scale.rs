@@ -14,9 +14,9 @@ use kube::core::Selector;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::ActionConfig;
+use crate::action::ActionConfig;
 use crate::action::{Action, ActionContext, ActionError, Outcome};
-use crate::common::plural;
+use crate::text::plural;
 
 /// The action's config. `kind`, `name` and `replicas` are required: a default for any of them
 /// would scale something the declaration did not ask for.

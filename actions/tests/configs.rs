@@ -3,11 +3,14 @@
 //! rejects and defaults to (SPEC 6 and the config blocks of the openDesk reference).
 
 use serde_json::{Value, json};
+use stagehand_actions::action::ActionConfig;
 use stagehand_actions::check::{issues, parse};
+use stagehand_actions::functional_accounts::{
+    export as ox_functional_accounts_export, import as ox_shared_accounts_import,
+};
 use stagehand_actions::{
-    ACTION_IDS, ActionConfig, Library, crd_storage_version_migrate, flush_intercom_sessions,
-    instantiate, ldap_entryuuid_to_object_identifier, ox_connector_restart,
-    ox_functional_accounts_export, ox_names_to_object_identifier, ox_shared_accounts_import,
+    ACTION_IDS, Library, crd_storage_version_migrate, flush_intercom_sessions, instantiate,
+    ldap_entryuuid_to_object_identifier, ox_connector_restart, ox_names_to_object_identifier,
     provisioning_drop_subscriptions, workload_scale,
 };
 use stagehand_config::{ActionCatalog, ConfigIssue, Handover, HandoverRole, Needs};

@@ -6,6 +6,7 @@
 
 pub mod declarations;
 pub mod fingerprint;
+pub mod object_store;
 pub mod plan;
 pub mod problems;
 pub mod series;
@@ -18,6 +19,7 @@ pub use declarations::{
     Declaration, Declarations, ManifestError, ObjectStoreRef, Recorded, SkipEntry, read_manifest,
 };
 pub use fingerprint::{Change, Fingerprint};
+pub use object_store::ObjectStore;
 pub use plan::{Decision, Plan, PlannedAction, Reason, plan_stage};
 pub use problems::{Finding, Problem, ProblemCode, Warning, WarningCode};
 pub use series::{Release, Series, VersionError, Window};
@@ -145,7 +147,7 @@ pub enum HandoverRole {
 
 /// What the planner knows about the deployment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Context {
+pub struct Deployment {
     /// The last migrated release: the recorded one, an override, or `installedRelease`.
     /// `None` is a fresh installation.
     pub last_migrated: Option<Release>,
@@ -153,7 +155,7 @@ pub struct Context {
     pub history: Vec<Footprint>,
 }
 
-impl Context {
+impl Deployment {
     /// The context of a Migration: `override_release` (the CLI's `--last-migrated`) wins over
     /// the recorded last migrated release, which wins over `installedRelease`.
     pub fn new(

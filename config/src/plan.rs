@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use crate::declarations::{Declaration, Declarations, StageDeclarations};
-use crate::{Context, Footprint, Stage, Window};
+use crate::{Deployment, Footprint, Stage, Window};
 
 /// Whether a declared action runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -90,7 +90,7 @@ pub struct Plan {
 
 /// Decides, in order, for each declared action of `stage`. Call it only on declarations that
 /// validated: an action without id or window cannot be planned and is left out.
-pub fn plan_stage(declarations: &Declarations, stage: Stage, context: &Context) -> Plan {
+pub fn plan_stage(declarations: &Declarations, stage: Stage, context: &Deployment) -> Plan {
     let decls = declarations.stage(stage);
     let actions = decls
         .actions
@@ -123,7 +123,7 @@ fn decide(
     d: &Declaration,
     window: &Window,
     decls: &StageDeclarations,
-    context: &Context,
+    context: &Deployment,
 ) -> (Decision, Reason) {
     if opted_out(d, decls) {
         return (Decision::Skip, Reason::OptedOut);

@@ -3,7 +3,7 @@
 use crate::declarations::{Declarations, StageDeclarations};
 use crate::plan::opted_out;
 use crate::problems::{Problem, ProblemCode, Warning, WarningCode};
-use crate::{ActionCatalog, Context, HandoverRole, Needs, Stage};
+use crate::{ActionCatalog, Deployment, HandoverRole, Needs, Stage};
 
 /// Everything validation found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -24,7 +24,7 @@ impl Report {
 /// Validates the declarations of both stages against the library and the deployment.
 pub fn validate(
     declarations: &Declarations,
-    context: &Context,
+    context: &Deployment,
     catalog: &dyn ActionCatalog,
 ) -> Report {
     let mut report = Report {
@@ -45,7 +45,7 @@ pub fn validate(
 fn check_actions(
     stage: Stage,
     decls: &StageDeclarations,
-    context: &Context,
+    context: &Deployment,
     catalog: &dyn ActionCatalog,
     problems: &mut Vec<Problem>,
 ) {

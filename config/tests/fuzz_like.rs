@@ -7,7 +7,7 @@
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 use stagehand_config::{
-    ActionCatalog, ConfigIssue, Context, Decision, Declarations, Footprint, ProblemCode, Reason,
+    ActionCatalog, ConfigIssue, Decision, Declarations, Deployment, Footprint, ProblemCode, Reason,
     Release, Series, Stage, plan_stage, validate,
 };
 
@@ -87,7 +87,7 @@ proptest! {
         last in prop::option::of(prop_oneof![Just("v1.14.9"), Just("v1.17.3")]),
     ) {
         if let Ok(decls) = Declarations::from_spec(&spec) {
-            let context = Context {
+            let context = Deployment {
                 last_migrated: last.map(|l| Release::parse(l).expect("a release")),
                 history: Vec::new(),
             };
@@ -275,8 +275,8 @@ impl Generated {
             },
         })
     }
-    fn context(&self) -> Context {
-        Context {
+    fn context(&self) -> Deployment {
+        Deployment {
             last_migrated: self.last.map(|l| Release::parse(l).expect("a release")),
             history: self
                 .history

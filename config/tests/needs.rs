@@ -5,8 +5,8 @@
 
 use serde_json::{Value, json};
 use stagehand_config::{
-    ActionCatalog, ConfigIssue, Context, Declarations, Handover, HandoverRole, Needs, ProblemCode,
-    Recorded, Stage, validate,
+    ActionCatalog, ConfigIssue, Declarations, Deployment, Handover, HandoverRole, Needs,
+    ProblemCode, Recorded, Stage, validate,
 };
 
 /// `creds` reads the secret file its config names; `writer`/`reader` hand over the object
@@ -58,7 +58,11 @@ fn store(key_file: &str) -> Value {
 
 fn problems(spec: Value) -> Vec<Key> {
     let d = Declarations::from_spec(&spec).unwrap();
-    let report = validate(&d, &Context::new(&d, &Recorded::default(), None), &Catalog);
+    let report = validate(
+        &d,
+        &Deployment::new(&d, &Recorded::default(), None),
+        &Catalog,
+    );
     report
         .problems
         .into_iter()

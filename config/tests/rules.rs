@@ -7,9 +7,9 @@
 
 use serde_json::{Value, json};
 use stagehand_config::{
-    ActionCatalog, ConfigIssue, Context, Decision, Declarations, Finding, Footprint, ManifestError,
-    Plan, ProblemCode, Reason, Recorded, Release, Report, Stage, WarningCode, plan_stage,
-    read_manifest, validate,
+    ActionCatalog, ConfigIssue, Decision, Declarations, Deployment, Finding, Footprint,
+    ManifestError, Plan, ProblemCode, Reason, Recorded, Release, Report, Stage, WarningCode,
+    plan_stage, read_manifest, validate,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -118,8 +118,8 @@ fn rel(text: &str) -> Release {
     Release::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"))
 }
 
-fn ctx(last: Option<&str>) -> Context {
-    Context {
+fn ctx(last: Option<&str>) -> Deployment {
+    Deployment {
         last_migrated: last.map(rel),
         history: Vec::new(),
     }
@@ -724,7 +724,7 @@ fn below_minimum_uses_installed_release_through_context_new() {
     let d = read(&s);
     let report = validate(
         &d,
-        &Context::new(&d, &Recorded::default(), None),
+        &Deployment::new(&d, &Recorded::default(), None),
         &FakeCatalog,
     );
     assert_problems(
@@ -1194,7 +1194,7 @@ fn d(
 }
 
 /// Plans `stage` of a valid spec.
-fn plan(spec: &Value, stage: Stage, context: &Context) -> Plan {
+fn plan(spec: &Value, stage: Stage, context: &Deployment) -> Plan {
     let decls = read(spec);
     let report = validate(&decls, context, &FakeCatalog);
     assert!(report.is_valid(), "the fixture must validate: {report:#?}");
@@ -1212,8 +1212,8 @@ fn fp(stage: Stage, id: &str, tag: Option<&str>, run_mode: Option<&str>) -> Foot
     }
 }
 
-fn with_history(last: &str, history: Vec<Footprint>) -> Context {
-    Context {
+fn with_history(last: &str, history: Vec<Footprint>) -> Deployment {
+    Deployment {
         last_migrated: Some(rel(last)),
         history,
     }
@@ -1588,7 +1588,7 @@ fn reasons_are_spelled_as_the_cli_contract_says() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Context::new
+// Deployment::new
 // ---------------------------------------------------------------------------------------------
 
 #[test]
@@ -1604,33 +1604,33 @@ fn context_new_precedence() {
 
     let decls = read(&with_installed);
     // The override wins over everything.
-    let c = Context::new(&decls, &recorded, Some(rel("v1.17.2")));
+    let c = Deployment::new(&decls, &recorded, Some(rel("v1.17.2")));
     assert_eq!(c.last_migrated, Some(rel("v1.17.2")));
     assert_eq!(
         c.history,
         vec![fp(Pre, "noop", Some("v1.16.0"), Some("apply"))]
     );
     // The recorded release wins over installedRelease.
-    let c = Context::new(&decls, &recorded, None);
+    let c = Deployment::new(&decls, &recorded, None);
     assert_eq!(c.last_migrated, Some(rel("v1.16.1")));
     // installedRelease when nothing is recorded.
-    let c = Context::new(&decls, &nothing, None);
+    let c = Deployment::new(&decls, &nothing, None);
     assert_eq!(c.last_migrated, Some(rel("v1.15.0")));
     assert!(!c.is_fresh_installation());
     assert!(c.history.is_empty());
     // The override also wins over installedRelease alone.
-    let c = Context::new(&decls, &nothing, Some(rel("v1.14.0")));
+    let c = Deployment::new(&decls, &nothing, Some(rel("v1.14.0")));
     assert_eq!(c.last_migrated, Some(rel("v1.14.0")));
 
     // Nothing at all: a fresh installation.
-    let c = Context::new(&read(&without), &nothing, None);
+    let c = Deployment::new(&read(&without), &nothing, None);
     assert_eq!(c.last_migrated, None);
     assert!(c.is_fresh_installation());
     // An empty recorded release counts as none.
     let empty = Recorded::from_status(Some(&json!({"lastMigratedRelease": ""}))).expect("reads");
-    let c = Context::new(&read(&without), &empty, None);
+    let c = Deployment::new(&read(&without), &empty, None);
     assert!(c.is_fresh_installation());
-    let c = Context::new(&decls, &empty, None);
+    let c = Deployment::new(&decls, &empty, None);
     assert_eq!(c.last_migrated, Some(rel("v1.15.0")));
 }
 

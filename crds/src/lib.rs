@@ -1,14 +1,14 @@
 //! Stagehand's API: the `Migration` and `MigrationRun` kinds of group `stagehand.dev`.
 //!
 //! Every served version has its own module ([`v1alpha1`], [`v1beta1`]); the types both versions
-//! share unchanged live in [`common`]. [`generate`] merges the versions into the CRD manifests
+//! share unchanged live in [`unversioned`]. [`generate`] merges the versions into the CRD manifests
 //! that `stagehand crds` prints and `deploy/crds/` holds.
 //!
 //! The versions use conversion strategy `None`, so `v1beta1` must stay a strict superset of
 //! `v1alpha1`: a field may be added (with a schema default), never renamed or removed.
 
-pub mod common;
 pub mod generate;
+pub mod unversioned;
 // Several `printcolumn(...)` groups repeat `type_ = "string"`, which clippy mistakes for a
 // duplicated attribute.
 #[allow(clippy::duplicated_attributes)]

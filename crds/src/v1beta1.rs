@@ -4,7 +4,7 @@
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-use crate::common::{
+use crate::unversioned::{
     MigrationRunStatus, MigrationStatus, ObjectStore, SecretFile, Stage, StageActions, StageSkips,
 };
 

@@ -15,9 +15,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use stagehand_actions::action::{ActionContext, ActionError, SecretValue, Secrets};
+use stagehand_actions::clients::ox::{AccountOwners, OxClient};
 use stagehand_actions::functional_accounts::name::shared_account_name;
-use stagehand_actions::handover::{OxFunctionalAccounts, StoreSettings};
-use stagehand_actions::ox::{AccountOwners, OxClient};
+use stagehand_actions::functional_accounts::record::OxFunctionalAccounts;
+use stagehand_config::ObjectStore;
 use stagehand_simulators::ox::{self, OxConfig, OxSim};
 use stagehand_simulators::udm::{self, StoredObject, UdmConfig, UdmSim};
 
@@ -476,7 +477,7 @@ impl World {
             client: crate::offline_client(),
             namespace: "opendesk".into(),
             secrets,
-            object_store: Some(StoreSettings {
+            object_store: Some(ObjectStore {
                 endpoint: proxy.endpoint(),
                 bucket: BUCKET.into(),
                 region: None,

@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
-use stagehand_actions::ldap::LdapError;
-use stagehand_actions::ldap::exec::{CommandOutput, CommandRunner};
+use stagehand_actions::clients::ldap::LdapError;
+use stagehand_actions::clients::ldap::exec::{CommandOutput, CommandRunner};
 
 /// The directory's base DN (openDesk's).
 pub const BASE_DN: &str = "dc=swp-ldap,dc=internal";

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use stagehand_actions::action::ActionContext;
-use stagehand_actions::handover::StoreSettings;
+use stagehand_config::ObjectStore;
 use stagehand_e2e::functional_accounts::{
     AccountSpec, CONTEXT, EXPORT, IMPORT, KEY, PERMISSION, SECRET_KEY_FILE, UserSpec, World,
     small_fixture,
@@ -465,7 +465,7 @@ async fn mailboxes_that_come_back_fail_the_read_back_and_a_rerun_still_reports_t
     );
     // Removed by hand, the rerun succeeds.
     w.ox.state().set_accounts_come_back(false);
-    let ox = stagehand_actions::ox::OxClient::new(
+    let ox = stagehand_actions::clients::ox::OxClient::new(
         &w.ox.soap_url(),
         "admin",
         stagehand_actions::action::SecretValue::new("ox-master-secret-pw"),
@@ -476,7 +476,7 @@ async fn mailboxes_that_come_back_fail_the_read_back_and_a_rerun_still_reports_t
         ox.delete_secondary_account(
             CONTEXT,
             &spec.mail,
-            stagehand_actions::ox::AccountOwners::Everyone,
+            stagehand_actions::clients::ox::AccountOwners::Everyone,
         )
         .await
         .unwrap();
@@ -658,7 +658,7 @@ async fn preflight_proves_the_bucket_udm_and_ox_before_any_handover_exists() {
             assert!(err.contains(&server), "{file}: {server} not in {err}");
         }
     }
-    let missing = StoreSettings {
+    let missing = ObjectStore {
         bucket: "no-such-bucket".into(),
         ..w.ctx.object_store.clone().unwrap()
     };

@@ -7,17 +7,18 @@ use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
 use stagehand_actions::action::{SecretValue, Secrets};
-use stagehand_actions::handover::{
-    FunctionalAccount, HandoverError, HandoverStore, LinkedUser, OxFunctionalAccounts,
-    StoreSettings,
+use stagehand_actions::clients::s3::{HandoverError, HandoverStore};
+use stagehand_actions::functional_accounts::record::{
+    FunctionalAccount, LinkedUser, OxFunctionalAccounts,
 };
+use stagehand_config::ObjectStore;
 use stagehand_e2e::minio::{BUCKET, Minio, MinioOptions, unrelated_ca_pem};
 
 const KEY: &str = "ox-functional-accounts.yaml";
 const TIMEOUT: Duration = Duration::from_secs(5);
 
-fn settings(minio: &Minio) -> StoreSettings {
-    StoreSettings {
+fn settings(minio: &Minio) -> ObjectStore {
+    ObjectStore {
         endpoint: minio.endpoint(),
         bucket: BUCKET.into(),
         region: None,
@@ -29,7 +30,7 @@ fn settings(minio: &Minio) -> StoreSettings {
     }
 }
 
-fn store(settings: &StoreSettings, secret: &str) -> HandoverStore {
+fn store(settings: &ObjectStore, secret: &str) -> HandoverStore {
     HandoverStore::connect(settings, &SecretValue::new(secret), TIMEOUT).unwrap()
 }
 
@@ -208,7 +209,7 @@ async fn a_wrong_secret_or_unknown_key_id_fails_the_probe_naming_everything_but_
     );
     assert_eq!(minio.object(BUCKET, KEY), None);
 
-    let unknown = StoreSettings {
+    let unknown = ObjectStore {
         access_key_id: "nobody".into(),
         ..s.clone()
     };
@@ -229,7 +230,7 @@ async fn a_wrong_secret_or_unknown_key_id_fails_the_probe_naming_everything_but_
 async fn a_missing_bucket_is_a_clear_error() {
     let minio = Minio::start(MinioOptions::default());
     // With the root identity, which could see any bucket: the store says there is none.
-    let root = StoreSettings {
+    let root = ObjectStore {
         bucket: "no-such-bucket".into(),
         access_key_id: minio.root_user().into(),
         ..settings(&minio)
@@ -269,7 +270,7 @@ async fn the_dedicated_identity_cannot_touch_another_bucket() {
     let minio = Minio::start(MinioOptions::default());
     minio.make_bucket("other");
     minio.put_object("other", KEY, b"not yours");
-    let other = StoreSettings {
+    let other = ObjectStore {
         bucket: "other".into(),
         ..settings(&minio)
     };
@@ -304,7 +305,7 @@ async fn tls_is_verified_against_the_configured_ca() {
         ..MinioOptions::default()
     });
     let ca = minio.ca_pem().unwrap();
-    let trusted = StoreSettings {
+    let trusted = ObjectStore {
         ca_bundle: Some(ca.clone()),
         ..settings(&minio)
     };
@@ -315,7 +316,7 @@ async fn tls_is_verified_against_the_configured_ca() {
     assert_eq!(minio.object(BUCKET, KEY).as_deref(), Some(&b"over TLS"[..]));
 
     // The host name is verified too: the certificate is for 127.0.0.1 and localhost.
-    let by_name = StoreSettings {
+    let by_name = ObjectStore {
         endpoint: minio.endpoint_for("localhost"),
         ..trusted.clone()
     };
@@ -336,7 +337,7 @@ async fn tls_with_an_unknown_ca_fails_unless_verification_is_skipped() {
         ..MinioOptions::default()
     });
     for ca_bundle in [None, Some(unrelated_ca_pem())] {
-        let s = StoreSettings {
+        let s = ObjectStore {
             ca_bundle,
             ..settings(&minio)
         };
@@ -355,14 +356,14 @@ async fn tls_with_an_unknown_ca_fails_unless_verification_is_skipped() {
     // Nothing was written over the untrusted connection.
     assert_eq!(minio.object(BUCKET, KEY), None);
 
-    let insecure = StoreSettings {
+    let insecure = ObjectStore {
         insecure_skip_tls_verify: Some(true),
         ..settings(&minio)
     };
     store(&insecure, minio.secret_key()).probe().await.unwrap();
 
     // A CA bundle with a plain-HTTP endpoint is a settings mistake.
-    let plain = StoreSettings {
+    let plain = ObjectStore {
         endpoint: minio.endpoint().replace("https://", "http://"),
         ca_bundle: minio.ca_pem(),
         ..settings(&minio)
@@ -382,7 +383,7 @@ async fn the_region_is_the_one_the_store_answers_for() {
         region: Some("eu-test-1".into()),
         ..MinioOptions::default()
     });
-    let right = StoreSettings {
+    let right = ObjectStore {
         region: Some("eu-test-1".into()),
         ..settings(&minio)
     };
@@ -463,12 +464,12 @@ fn silent_server() -> (u16, std::thread::JoinHandle<()>) {
 #[tokio::test]
 async fn a_store_that_does_not_answer_times_out_within_the_timeout() {
     let (port, _server) = silent_server();
-    let s = StoreSettings {
+    let s = ObjectStore {
         endpoint: format!("http://127.0.0.1:{port}"),
         bucket: BUCKET.into(),
         access_key_id: "stagehand-migrations".into(),
         secret_key_file: "objectstore-migrations-secret-key".into(),
-        ..StoreSettings::default()
+        ..ObjectStore::default()
     };
     let timeout = Duration::from_secs(2);
     let store = HandoverStore::connect(&s, &SecretValue::new("s3cr3t-value"), timeout).unwrap();
@@ -517,13 +518,13 @@ fn fake_server(connections: usize, reply: fn(&str) -> &'static [u8]) -> u16 {
     port
 }
 
-fn fake_settings(port: u16) -> StoreSettings {
-    StoreSettings {
+fn fake_settings(port: u16) -> ObjectStore {
+    ObjectStore {
         endpoint: format!("http://127.0.0.1:{port}"),
         bucket: BUCKET.into(),
         access_key_id: "stagehand-migrations".into(),
         secret_key_file: "objectstore-migrations-secret-key".into(),
-        ..StoreSettings::default()
+        ..ObjectStore::default()
     }
 }
 

@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use stagehand_actions::action::{Action, ActionContext, SecretValue, Secrets};
-use stagehand_actions::ldap::Directory;
-use stagehand_actions::ldap::escape::child_dn;
-use stagehand_actions::ldap::exec::{CommandRunner, ExecDirectory, KubeExec};
-use stagehand_actions::ldap::ldif;
+use stagehand_actions::clients::ldap::Directory;
+use stagehand_actions::clients::ldap::escape::child_dn;
+use stagehand_actions::clients::ldap::exec::{CommandRunner, ExecDirectory, KubeExec};
+use stagehand_actions::clients::ldap::ldif;
 use stagehand_actions::ldap_entryuuid_to_object_identifier::Config;
 use stagehand_e2e::slapd::{BASE_DN, LocalLdapUtils, ROOT_DN, ROOT_PASSWORD, Slapd, SlapdOptions};
 use stagehand_e2e::{TestNamespace, client, kubeconfig, kubectl, kubectl_stdin, ok, running_pods};

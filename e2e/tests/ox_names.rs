@@ -7,10 +7,10 @@
 
 use serde_json::{Value, json};
 use stagehand_actions::action::{Action, ActionContext, SecretValue, Secrets};
-use stagehand_actions::ldap::escape::child_dn;
-use stagehand_actions::ldap::exec::ExecDirectory;
-use stagehand_actions::ldap::ldif;
-use stagehand_actions::ox::OxClient;
+use stagehand_actions::clients::ldap::escape::child_dn;
+use stagehand_actions::clients::ldap::exec::ExecDirectory;
+use stagehand_actions::clients::ldap::ldif;
+use stagehand_actions::clients::ox::OxClient;
 use stagehand_actions::ox_names_to_object_identifier::Config;
 use stagehand_e2e::slapd::{BASE_DN, LocalLdapUtils, ROOT_PASSWORD, Slapd, SlapdOptions};
 use stagehand_simulators::http::FaultRule;
@@ -596,7 +596,7 @@ async fn the_exec_transport_reads_the_iam_too() {
 /// simulator: reads, secondary accounts, faults, HTTP errors and transport failures.
 #[tokio::test]
 async fn the_client_reads_deletes_secondary_accounts_and_reports_failures() {
-    use stagehand_actions::ox::{AccountOwners, OxError};
+    use stagehand_actions::clients::ox::{AccountOwners, OxError};
     let sim = ox::start(OxConfig::new(MASTER, MASTER_PW)).await.unwrap();
     let st = sim.state();
     st.add_context(1, "context1");

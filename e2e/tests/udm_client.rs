@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 use stagehand_actions::action::SecretValue;
-use stagehand_actions::udm::{Filter, Scope, Search, UdmClient, UdmError};
+use stagehand_actions::clients::udm::{Filter, Scope, Search, UdmClient, UdmError};
 use stagehand_simulators::http::FaultRule;
 use stagehand_simulators::udm::{self, UdmConfig, UdmSim};
 

@@ -7,10 +7,10 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, P
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::ActionConfig;
+use crate::action::ActionConfig;
 use crate::action::{Action, ActionContext, ActionError, Outcome};
 
-pub mod engine;
+pub mod rewrite;
 
 /// The action's config.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -41,16 +41,16 @@ impl ActionConfig for Config {
     const ID: &'static str = "crd_storage_version_migrate";
 }
 
-fn failed(e: engine::StorageError) -> ActionError {
+fn failed(e: rewrite::StorageError) -> ActionError {
     ActionError::Failed(e.to_string())
 }
 
 impl Config {
-    fn options(&self) -> engine::MigrateOptions {
-        engine::MigrateOptions {
+    fn options(&self) -> rewrite::MigrateOptions {
+        rewrite::MigrateOptions {
             page_size: self.page_size,
             concurrency: usize::try_from(self.concurrency).unwrap_or(usize::MAX),
-            ..engine::MigrateOptions::default()
+            ..rewrite::MigrateOptions::default()
         }
     }
 
@@ -101,7 +101,7 @@ impl Config {
 impl Action for Config {
     fn plan<'a>(&'a self, ctx: &'a ActionContext) -> BoxFuture<'a, Result<Outcome, ActionError>> {
         Box::pin(async move {
-            let state = engine::storage_state(&ctx.client, &self.crd)
+            let state = rewrite::storage_state(&ctx.client, &self.crd)
                 .await
                 .map_err(failed)?;
             let pending = state.pending();
@@ -134,7 +134,7 @@ impl Action for Config {
             let options = self.options();
             let runtime = tokio::runtime::Handle::current();
             let report = tokio::task::spawn_blocking(move || {
-                runtime.block_on(async move { engine::migrate(&client, &crd, &options).await })
+                runtime.block_on(async move { rewrite::migrate(&client, &crd, &options).await })
             })
             .await
             .map_err(|e| {
@@ -165,7 +165,7 @@ mod tests {
         assert_eq!(options.concurrency, 3);
         assert_eq!(
             options.conflict_attempts,
-            engine::MigrateOptions::default().conflict_attempts
+            rewrite::MigrateOptions::default().conflict_attempts
         );
     }
 }

@@ -7,15 +7,18 @@
 //!   (`udm-admin-password`) and the handover store (the Migration's `objectStore`).
 //! * Reading users by DN in few requests, and short lists for messages.
 
+pub mod export;
+pub mod import;
 pub mod name;
+pub mod record;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::action::{ActionContext, ActionError};
-use crate::common::{Handover, Udm, needs_secrets};
-use crate::handover::{self, HandoverStore};
-use crate::udm::{Filter, Search, UdmClient, UdmObject};
+use crate::clients::s3::HandoverStore;
+use crate::clients::udm::{Filter, Search, UdmClient, UdmObject};
+use crate::shared_config::{Handover, Udm, needs_secrets};
 use stagehand_config::{HandoverRole, Needs};
 
 /// The secret file with the password of `udm.username`.
@@ -58,7 +61,7 @@ pub fn handover_store(ctx: &ActionContext, action: &str) -> Result<HandoverStore
             "{action} hands the Functional Accounts over in the Migration's object store, and the Migration declares none: set spec.objectStore (endpoint, bucket, accessKeyId, secretKeyFile) to the deployment's migrations bucket"
         )));
     };
-    HandoverStore::connect_with_secrets(settings, &ctx.secrets, handover::DEFAULT_TIMEOUT)
+    HandoverStore::connect_with_secrets(settings, &ctx.secrets, crate::clients::s3::DEFAULT_TIMEOUT)
 }
 
 /// What one half needs: the secret files it reads and its side of the handover
@@ -245,19 +248,6 @@ pub fn short_list<S: AsRef<str>>(items: &[S]) -> String {
     out
 }
 
-pub use crate::common::plural;
-
-/// A byte count for people: `812 B`, `4.2 KiB`, `1.9 MiB`.
-pub fn bytes(n: usize) -> String {
-    if n < 1024 {
-        format!("{n} B")
-    } else if n < 1024 * 1024 {
-        format!("{:.1} KiB", n as f64 / 1024.0)
-    } else {
-        format!("{:.1} MiB", n as f64 / (1024.0 * 1024.0))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -283,16 +273,12 @@ mod tests {
     }
 
     #[test]
-    fn lists_and_sizes() {
+    fn short_lists() {
         let items: Vec<String> = (0..12).map(|i| i.to_string()).collect();
         assert_eq!(
             short_list(&items),
             "0, 1, 2, 3, 4, 5, 6, 7, 8, 9 and 2 more"
         );
         assert_eq!(short_list(&["a"]), "a");
-        assert_eq!(plural(1, "account"), "1 account");
-        assert_eq!(plural(0, "account"), "0 accounts");
-        assert_eq!(bytes(812), "812 B");
-        assert_eq!(bytes(4300), "4.2 KiB");
     }
 }

@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use stagehand_actions::ActionConfig;
+use stagehand_actions::action::ActionConfig;
 use stagehand_actions::action::{ActionContext, SecretValue, Secrets};
 
 fn short(text: &str) -> String {

@@ -13,10 +13,10 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 use stagehand_actions::Library;
 use stagehand_config::{
-    Context, Declarations, Footprint, ManifestError, Recorded, Release, Stage, read_manifest,
+    Declarations, Deployment, Footprint, ManifestError, Recorded, Release, Stage, read_manifest,
     validate,
 };
-use stagehand_crds::common::HistoryEntry;
+use stagehand_crds::unversioned::HistoryEntry;
 
 use crate::run::history::{MANAGED_BY, MIGRATION_LABEL};
 use crate::run::ledger::{Ledger, ledger_name};
@@ -257,7 +257,7 @@ pub fn import(req: &Request<'_>) -> Result<Imported, ImportError> {
         history: ledger.prints(),
         problems: Vec::new(),
     };
-    let context = Context::new(&declarations, &recorded, None);
+    let context = Deployment::new(&declarations, &recorded, None);
     let report = validate(&declarations, &context, &Library);
     findings.extend(report.problems.iter().map(|p| from_problem(p, prefix)));
     findings.extend(report.warnings.iter().map(|w| from_warning(w, prefix)));

@@ -36,9 +36,9 @@ pub const STORE_KEYS: [&str; 10] = [
 pub const STORE_SECRET_FILE: &str = "objectstore-migrations-secret-key";
 
 /// The request timeout of Stagehand's object store client, in seconds
-/// ([`stagehand_actions::handover::DEFAULT_TIMEOUT`]).
+/// ([`stagehand_actions::clients::s3::DEFAULT_TIMEOUT`]).
 pub fn store_timeout_seconds() -> u64 {
-    stagehand_actions::handover::DEFAULT_TIMEOUT.as_secs()
+    stagehand_actions::clients::s3::DEFAULT_TIMEOUT.as_secs()
 }
 
 /// What the import found that `stagehand validate` has no code for.

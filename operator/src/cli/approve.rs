@@ -7,9 +7,9 @@ use clap::Args;
 use kube::api::{Api, Patch, PatchParams};
 use stagehand_crds::{APPROVE_PLAN_ANNOTATION, Approval, MigrationRun};
 
-use super::plan::{plan_row, print_plan_rows};
+use super::output::{EXIT_INVALID, EXIT_OK, EXIT_USAGE};
+use super::output::{plan_row, print_plan_rows};
 use super::wait::{Named, parse_target};
-use super::{EXIT_INVALID, EXIT_OK, EXIT_USAGE};
 
 /// `stagehand approve`.
 #[derive(Debug, Args)]
@@ -42,7 +42,7 @@ pub fn run(args: ApproveArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    super::with_client("approve", |client| async move {
+    super::cluster::with_client("approve", |client| async move {
         let ns = args
             .namespace
             .clone()

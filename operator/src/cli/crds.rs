@@ -4,7 +4,7 @@ use std::io::Write;
 
 use stagehand_crds::generate::{crds, to_yaml, v1alpha1_only_crds};
 
-use super::{EXIT_OK, EXIT_USAGE};
+use super::output::{EXIT_OK, EXIT_USAGE};
 
 /// Prints the current CRDs (or the v1alpha1-only ones) as YAML.
 pub fn run(v1alpha1_only: bool) -> u8 {

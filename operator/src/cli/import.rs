@@ -16,7 +16,7 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 use stagehand_crds::Migration;
 
-use super::{EXIT_INVALID, EXIT_OK, EXIT_USAGE};
+use super::output::{EXIT_INVALID, EXIT_OK, EXIT_USAGE};
 use crate::adopt::status::{self as od_status, RecordedStatus, STATUS_CONFIGMAP, StatusRefusal};
 use crate::adopt::{FIELD_MANAGER, Imported, Request, import};
 use crate::run::ledger::Ledger;
@@ -163,7 +163,7 @@ fn refusal(e: &StatusRefusal) -> Failure {
 pub fn run(args: ImportArgs) -> u8 {
     let needs_cluster = args.from_cluster || args.dry_run || args.apply;
     let result = if needs_cluster {
-        let Some(runtime) = super::runtime("import-opendesk") else {
+        let Some(runtime) = super::cluster::runtime("import-opendesk") else {
             return EXIT_USAGE;
         };
         runtime.block_on(async {

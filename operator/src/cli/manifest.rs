@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 use serde_json::Value;
-use stagehand_config::{Context, Declarations, ManifestError, Recorded, Release, read_manifest};
+use stagehand_config::{Declarations, Deployment, ManifestError, Recorded, Release, read_manifest};
 
 /// Why a manifest could not be read (exit code 2).
 #[derive(Debug, thiserror::Error)]
@@ -70,7 +70,7 @@ pub struct Loaded {
     /// The declarations and the problems met reading them.
     pub declarations: Declarations,
     /// The deployment context (last migrated release, history).
-    pub context: Context,
+    pub context: Deployment,
 }
 
 /// Reads `path` (`-` for stdin): exactly one Migration among its documents.
@@ -124,7 +124,7 @@ pub fn load(path: &Path, last_migrated: Option<&str>) -> Result<Loaded, ReadErro
             file: file.clone(),
             source,
         })?;
-    let context = Context::new(&declarations, &recorded, override_release);
+    let context = Deployment::new(&declarations, &recorded, override_release);
     Ok(Loaded {
         file,
         declarations,

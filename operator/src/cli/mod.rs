@@ -2,10 +2,12 @@
 //! 2 usage error or unreadable input.
 
 pub mod approve;
+pub mod cluster;
 pub mod crds;
 pub mod import;
 pub mod manifest;
 pub mod operator;
+pub mod output;
 pub mod plan;
 pub mod storage;
 pub mod validate;
@@ -13,15 +15,10 @@ pub mod wait;
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand, ValueEnum};
-use stagehand_config::Stage;
+use clap::{Parser, Subcommand};
 
-/// Exit code: success, valid declarations.
-pub const EXIT_OK: u8 = 0;
-/// Exit code: the declarations are invalid (every problem printed).
-pub const EXIT_INVALID: u8 = 1;
-/// Exit code: usage error or unreadable input.
-pub const EXIT_USAGE: u8 = 2;
+use output::Output;
+use stagehand_config::Stage;
 
 /// Stagehand carries an application deployment from one release to the next.
 #[derive(Debug, Parser)]
@@ -36,24 +33,6 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
-}
-
-/// Output formats of the offline commands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Output {
-    /// For people.
-    Text,
-    /// The machine-readable contract of SPEC 6a.
-    Json,
-}
-
-/// Log formats of the operator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
 }
 
 /// The subcommands.
@@ -128,43 +107,6 @@ pub enum Command {
     },
 }
 
-/// A small multi-threaded runtime for the commands that talk to a cluster; `None` (after
-/// saying why on stderr) when it cannot start.
-pub(crate) fn runtime(command: &str) -> Option<tokio::runtime::Runtime> {
-    match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => Some(rt),
-        Err(e) => {
-            eprintln!("stagehand {command}: cannot start the async runtime: {e}");
-            None
-        }
-    }
-}
-
-/// Runs `f` with a client of the current kubeconfig on a small runtime; exit 2 when there is
-/// no runtime or no usable kubeconfig.
-pub(crate) fn with_client<F, Fut>(command: &str, f: F) -> u8
-where
-    F: FnOnce(kube::Client) -> Fut,
-    Fut: std::future::Future<Output = u8>,
-{
-    let Some(runtime) = runtime(command) else {
-        return EXIT_USAGE;
-    };
-    runtime.block_on(async {
-        match kube::Client::try_default().await {
-            Ok(client) => f(client).await,
-            Err(e) => {
-                eprintln!("stagehand {command}: cannot connect with the current kubeconfig: {e}");
-                EXIT_USAGE
-            }
-        }
-    })
-}
-
 fn parse_stage(s: &str) -> Result<Stage, String> {
     s.parse()
 }
@@ -196,7 +138,7 @@ pub fn run(cli: Cli) -> u8 {
             max_writes_per_second,
         } => storage::migrate(
             &crd,
-            &stagehand_actions::crd_storage_version_migrate::engine::MigrateOptions {
+            &stagehand_actions::crd_storage_version_migrate::rewrite::MigrateOptions {
                 page_size,
                 concurrency,
                 max_writes_per_second: Some(max_writes_per_second).filter(|r| *r > 0),

@@ -3,15 +3,24 @@
 
 use std::time::Duration;
 
-use clap::ArgAction;
+use clap::{ArgAction, ValueEnum};
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 use tracing_subscriber::EnvFilter;
 
-use super::{EXIT_OK, EXIT_USAGE, LogFormat};
+use super::output::{EXIT_OK, EXIT_USAGE};
 use crate::leader::{LeaderConfig, Leadership, default_identity, lease_namespace};
 use crate::metrics::Metrics;
 use crate::serve::Readiness;
+
+/// Log formats of the operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
 
 /// Exit code: the operator stopped abnormally (leadership lost, or the election failed); the
 /// Deployment restarts it.
@@ -82,7 +91,7 @@ pub fn run(args: OperatorArgs) -> u8 {
         eprintln!("stagehand operator: cannot set up logging: {e}");
         return EXIT_USAGE;
     }
-    let Some(runtime) = super::runtime("operator") else {
+    let Some(runtime) = super::cluster::runtime("operator") else {
         return EXIT_USAGE;
     };
     runtime.block_on(operate(args))

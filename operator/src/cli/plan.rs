@@ -7,8 +7,8 @@ use stagehand_actions::Library;
 use stagehand_config::{PlannedAction, Problem, Stage, Warning, plan_stage, validate};
 
 use super::manifest::load;
-use super::validate::{print_json, print_text};
-use super::{EXIT_INVALID, EXIT_OK, EXIT_USAGE, Output};
+use super::output::{EXIT_INVALID, EXIT_OK, EXIT_USAGE, Output};
+use super::output::{plan_row, print_json, print_plan_rows, print_text};
 
 /// The JSON contract of `plan -o json`.
 #[derive(Debug, Serialize)]
@@ -95,46 +95,4 @@ fn print_table(actions: &[PlannedAction]) {
         })
         .collect();
     print_plan_rows(&rows);
-}
-
-/// One row of the plan table; `decision` is printed as it serializes (`run`, `Skipped`...).
-pub(crate) fn plan_row(
-    index: impl ToString,
-    id: &str,
-    tag: Option<&str>,
-    run_mode: Option<&str>,
-    decision: impl serde::Serialize,
-    reason: &str,
-) -> [String; 6] {
-    [
-        index.to_string(),
-        id.to_string(),
-        tag.unwrap_or("-").to_string(),
-        run_mode.unwrap_or("-").to_string(),
-        serde_json::to_value(decision)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default(),
-        reason.to_string(),
-    ]
-}
-
-/// Prints plan rows (index, id, tag, runMode, decision, reason) under the plan table's header,
-/// columns aligned: the offline `plan` and `approve` print plans alike.
-pub(crate) fn print_plan_rows(rows: &[[String; 6]]) {
-    let header = ["INDEX", "ID", "TAG", "RUNMODE", "DECISION", "REASON"].map(String::from);
-    let mut widths = header.clone().map(|h| h.len());
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.len());
-        }
-    }
-    for row in std::iter::once(&header).chain(rows) {
-        let line: Vec<String> = row
-            .iter()
-            .zip(widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        println!("{}", line.join("  ").trim_end());
-    }
 }

@@ -4,10 +4,10 @@ use std::path::Path;
 
 use serde::Serialize;
 use stagehand_actions::Library;
-use stagehand_config::{Problem, Report, Warning, validate};
+use stagehand_config::{Problem, Warning, validate};
 
 use super::manifest::load;
-use super::{EXIT_INVALID, EXIT_OK, EXIT_USAGE, Output};
+use super::output::{EXIT_INVALID, EXIT_OK, EXIT_USAGE, Output, print_json, print_text};
 
 /// The JSON contract of `validate -o json`.
 #[derive(Debug, Serialize)]
@@ -42,41 +42,5 @@ pub fn run(path: &Path, last_migrated: Option<&str>, output: Output) -> u8 {
         EXIT_OK
     } else {
         EXIT_INVALID
-    }
-}
-
-/// Prints a value as one line of JSON.
-pub fn print_json<T: Serialize>(value: &T) {
-    match serde_json::to_string(value) {
-        Ok(s) => println!("{s}"),
-        Err(e) => eprintln!("stagehand: cannot render JSON: {e}"),
-    }
-}
-
-/// Prints findings as `FILE: error CODE: LOCATION: MESSAGE` lines and a summary.
-pub fn print_text(file: &str, report: &Report) {
-    for p in &report.problems {
-        println!("{file}: error {}: {}: {}", p.code, p.location(), p.message);
-    }
-    for w in &report.warnings {
-        println!(
-            "{file}: warning {}: {}: {}",
-            w.code,
-            w.location(),
-            w.message
-        );
-    }
-    let count = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
-    if report.is_valid() {
-        println!(
-            "{file}: valid ({})",
-            count(report.warnings.len(), "warning")
-        );
-    } else {
-        println!(
-            "{file}: invalid ({}, {})",
-            count(report.problems.len(), "problem"),
-            count(report.warnings.len(), "warning")
-        );
     }
 }

@@ -20,9 +20,9 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, ResourceExt};
 use stagehand_crds::MigrationRun;
-use stagehand_crds::common::{ActionDecision, Stage};
+use stagehand_crds::unversioned::{ActionDecision, Stage};
 
-use super::{EXIT_INVALID, EXIT_OK, EXIT_USAGE};
+use super::output::{EXIT_INVALID, EXIT_OK, EXIT_USAGE};
 
 /// `stagehand wait`.
 #[derive(Debug, Args)]
@@ -341,7 +341,7 @@ pub fn run(args: WaitArgs) -> u8 {
     };
     let timeout = args.timeout;
     let namespace = args.namespace.clone();
-    super::with_client("wait", |client| async move {
+    super::cluster::with_client("wait", |client| async move {
         follow(client, namespace, target, timeout).await
     })
 }
@@ -492,7 +492,7 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
     use k8s_openapi::jiff::Timestamp;
     use stagehand_crds::MigrationRunSpec;
-    use stagehand_crds::common::{ActionStatus, MigrationRunStatus};
+    use stagehand_crds::unversioned::{ActionStatus, MigrationRunStatus};
 
     fn condition(t: &str, s: bool, reason: &str, message: &str) -> Condition {
         Condition {

@@ -4,7 +4,7 @@
 
 use stagehand_actions::Library;
 use stagehand_config::{
-    Context, Declarations, Footprint, Problem, Recorded, Release, Warning, validate,
+    Declarations, Deployment, Footprint, Problem, Recorded, Release, Warning, validate,
 };
 use stagehand_crds::Migration;
 
@@ -16,7 +16,7 @@ pub struct Assessment {
     /// The declarations of both stages.
     pub declarations: Declarations,
     /// The last migrated release and the footprints.
-    pub context: Context,
+    pub context: Deployment,
     /// Warnings (they fail nothing).
     pub warnings: Vec<Warning>,
 }
@@ -72,7 +72,7 @@ pub fn assess(migration: &Migration, ledger: &Ledger) -> Result<Assessment, Inva
         .map_err(|e| unreadable(format!("the spec cannot be read: {e}")))?;
     let declarations = Declarations::from_spec(&spec).map_err(|e| unreadable(e.to_string()))?;
     let recorded = recorded(ledger);
-    let context = Context::new(&declarations, &recorded, None);
+    let context = Deployment::new(&declarations, &recorded, None);
     let report = validate(&declarations, &context, &Library);
     if !report.is_valid() {
         return Err(Invalid {
@@ -99,7 +99,7 @@ impl Assessment {
 mod tests {
     use super::*;
     use stagehand_crds::MigrationSpec;
-    use stagehand_crds::common::{ActionDeclaration, StageActions, VersionWindow};
+    use stagehand_crds::unversioned::{ActionDeclaration, StageActions, VersionWindow};
 
     fn migration(actions: Vec<ActionDeclaration>) -> Migration {
         Migration::new(

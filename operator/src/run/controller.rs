@@ -19,8 +19,10 @@ use tracing::{info, warn};
 
 use super::assess::assess;
 use super::conditions::migration_conditions;
-use super::engine::{EngineError, Shared, event, reconcile};
+use super::context::{Context, Error, event};
 use super::history::History;
+use super::own_crds::migrate_own_crds;
+use super::reconcile::reconcile;
 use super::status::update_migration_status;
 use super::view::{RunsView, slim};
 
@@ -29,20 +31,20 @@ use super::view::{RunsView, slim};
 /// into its conditions and problems. Warnings are logged and published as Events on it.
 async fn reconcile_migration(
     migration: Arc<Migration>,
-    shared: Arc<Shared>,
-) -> Result<Requeue, EngineError> {
+    context: Arc<Context>,
+) -> Result<Requeue, Error> {
     let namespace = migration.namespace().unwrap_or_default();
     let name = migration.name_any();
-    let api: Api<Migration> = Api::namespaced(shared.client.clone(), &namespace);
-    let history = History::of(&shared.client, &migration);
+    let api: Api<Migration> = Api::namespaced(context.client.clone(), &namespace);
+    let history = History::of(&context.client, &migration);
     let (reason, lines, problems, ledger) = match history.ensure(migration.status.as_ref()).await {
         Ok(ledger) => match assess(&migration, &ledger) {
             Ok(a) => {
-                publish_warnings(&shared, &migration, &a.warnings).await;
+                publish_warnings(&context, &migration, &a.warnings).await;
                 ("Valid", Vec::new(), Vec::new(), Some(ledger))
             }
             Err(invalid) => {
-                publish_warnings(&shared, &migration, &invalid.warnings).await;
+                publish_warnings(&context, &migration, &invalid.warnings).await;
                 ("Invalid", invalid.lines, invalid.problems, Some(ledger))
             }
         },
@@ -69,14 +71,14 @@ async fn reconcile_migration(
     })
     .await?;
     if changed {
-        let waiting: Vec<String> = shared
+        let waiting: Vec<String> = context
             .runs
             .of_migration(&namespace, &name)
             .into_iter()
             .filter(|r| !r.status.as_ref().is_some_and(super::gate::terminal))
             .map(|r| r.name_any())
             .collect();
-        shared
+        context
             .runs
             .wake(&namespace, waiting.iter().map(String::as_str));
     }
@@ -85,7 +87,7 @@ async fn reconcile_migration(
 
 /// Logs every warning and, once per generation of the Migration, publishes it as a Warning
 /// Event on it.
-async fn publish_warnings(shared: &Shared, migration: &Migration, warnings: &[Warning]) {
+async fn publish_warnings(context: &Context, migration: &Migration, warnings: &[Warning]) {
     let new_generation = migration
         .status
         .as_ref()
@@ -96,7 +98,7 @@ async fn publish_warnings(shared: &Shared, migration: &Migration, warnings: &[Wa
         warn!(migration = %migration.name_any(), code = %w.code, "{line}");
         if new_generation {
             event(
-                &shared.recorder,
+                &context.recorder,
                 migration,
                 EventType::Warning,
                 &w.code.to_string(),
@@ -107,10 +109,10 @@ async fn publish_warnings(shared: &Shared, migration: &Migration, warnings: &[Wa
     }
 }
 
-fn retry(object: Arc<DynamicObject>, error: &EngineError, shared: Arc<Shared>) -> Requeue {
+fn retry(object: Arc<DynamicObject>, error: &Error, context: Arc<Context>) -> Requeue {
     warn!(%error, "reconcile failed; retrying");
     let kind = object.types.as_ref().map_or("unknown", |t| t.kind.as_str());
-    shared.metrics.reconcile_error(kind);
+    context.metrics.reconcile_error(kind);
     Requeue::requeue(Duration::from_secs(5))
 }
 
@@ -119,25 +121,25 @@ fn retry(object: Arc<DynamicObject>, error: &EngineError, shared: Arc<Shared>) -
 /// until it changes.
 async fn decoded<K, F, Fut>(
     object: Arc<DynamicObject>,
-    shared: Arc<Shared>,
+    context: Arc<Context>,
     resource: ApiResource,
     reconcile: F,
-) -> Result<Requeue, EngineError>
+) -> Result<Requeue, Error>
 where
     K: serde::de::DeserializeOwned,
-    F: FnOnce(Arc<K>, Arc<Shared>) -> Fut,
-    Fut: std::future::Future<Output = Result<Requeue, EngineError>>,
+    F: FnOnce(Arc<K>, Arc<Context>) -> Fut,
+    Fut: std::future::Future<Output = Result<Requeue, Error>>,
 {
     let typed = serde_json::to_value(&*object).and_then(serde_json::from_value::<K>);
     match typed {
-        Ok(k) => reconcile(Arc::new(k), shared).await,
+        Ok(k) => reconcile(Arc::new(k), context).await,
         Err(e) => {
             let name = object.name_any();
             let message = format!("cannot read this object: {e}");
             warn!(object = %name, error = %e, "malformed object; skipping it");
             let api: Api<DynamicObject> = match object.namespace() {
-                Some(ns) => Api::namespaced_with(shared.client.clone(), &ns, &resource),
-                None => Api::all_with(shared.client.clone(), &resource),
+                Some(ns) => Api::namespaced_with(context.client.clone(), &ns, &resource),
+                None => Api::all_with(context.client.clone(), &resource),
             };
             let conditions = super::conditions::run_conditions(
                 &super::conditions::Phase::Failed(message),
@@ -157,7 +159,7 @@ where
             {
                 warn!(object = %name, error = %e, "cannot report the malformed object");
             }
-            shared.metrics.reconcile_error("Malformed");
+            context.metrics.reconcile_error("Malformed");
             Ok(Requeue::await_change())
         }
     }
@@ -171,63 +173,6 @@ where
 /// holds its slot for as long as that takes, so this is also how many runs of different
 /// Migrations execute actions at once.
 pub const DEFAULT_MAX_CONCURRENT_RUNS: u16 = 8;
-
-/// Stagehand's own CRDs, checked at start-up.
-pub const OWN_CRDS: [&str; 2] = ["migrations.stagehand.dev", "migrationruns.stagehand.dev"];
-
-/// At start-up: when a CRD of Stagehand's still lists a version other than its storage version
-/// in `storedVersions`, rewrites its objects through the storage version and prunes the list
-/// (SPEC section 3). Logs and records an Event of what it did; a failure is logged and leaves
-/// `storedVersions` as it was (the controllers still start: the old objects stay readable).
-pub async fn migrate_own_crds(client: &Client, recorder: &Recorder) {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    use kube::Resource;
-    use kube::runtime::events::{Event, EventType};
-    use stagehand_actions::crd_storage_version_migrate::engine::{MigrateOptions, migrate};
-
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for name in OWN_CRDS {
-        let (type_, reason, note) = match migrate(client, name, &MigrateOptions::default()).await {
-            Ok(report) if report.before.pending().is_empty() => {
-                info!(crd = name, stored = ?report.before.stored, "storage version check: nothing to migrate");
-                continue;
-            }
-            Ok(report) => {
-                info!(
-                    crd = name,
-                    rewritten = report.rewritten,
-                    "storage version check: {}",
-                    report.summary()
-                );
-                (
-                    EventType::Normal,
-                    "StorageVersionMigrated",
-                    report.summary(),
-                )
-            }
-            Err(e) => {
-                warn!(crd = name, error = %e, "storage version check failed; storedVersions left as they were");
-                (
-                    EventType::Warning,
-                    "StorageVersionMigrationFailed",
-                    e.to_string(),
-                )
-            }
-        };
-        if let Ok(Some(crd)) = crds.get_opt(name).await {
-            let event = Event {
-                type_,
-                reason: reason.into(),
-                note: Some(note),
-                action: "StorageVersionMigration".into(),
-                secondary: None,
-            };
-            if let Err(e) = recorder.publish(&event, &crd.object_ref(&())).await {
-                warn!(crd = name, error = %e, "cannot publish event");
-            }
-        }
-    }
-}
 
 /// Runs both controllers until the process is asked to stop. `namespace` limits them to one
 /// namespace; `stopping` turns true on SIGTERM, after which no run starts a new action.
@@ -248,14 +193,14 @@ pub async fn run(
     let run_writer = Writer::<DynamicObject>::new(run_resource.clone());
     let run_store = run_writer.as_reader();
     let (wake, woken) = tokio::sync::mpsc::unbounded_channel();
-    let shared = Arc::new(Shared {
+    let context = Arc::new(Context {
         client: client.clone(),
         recorder: Recorder::new(client.clone(), reporter),
         metrics,
         stopping,
         runs: RunsView::new(run_store.clone(), run_resource.clone(), wake),
     });
-    migrate_own_crds(&client, &shared.recorder).await;
+    migrate_own_crds(&client, &context.recorder).await;
     // Both kinds are watched as untyped objects and decoded one by one in the reconciler, so
     // an object that does not decode is reported on itself and never stalls the others (a
     // typed watch would fail the whole list).
@@ -287,9 +232,9 @@ pub async fn run(
         .reconcile_on(wakes)
         .shutdown_on_signal()
         .run(
-            move |obj, shared| decoded(obj, shared, run_resource.clone(), reconcile),
+            move |obj, context| decoded(obj, context, run_resource.clone(), reconcile),
             retry,
-            shared.clone(),
+            context.clone(),
         )
         .for_each(|result| async move {
             if let Err(e) = result {
@@ -303,9 +248,16 @@ pub async fn run(
     )
     .shutdown_on_signal()
     .run(
-        move |obj, shared| decoded(obj, shared, migration_resource.clone(), reconcile_migration),
+        move |obj, context| {
+            decoded(
+                obj,
+                context,
+                migration_resource.clone(),
+                reconcile_migration,
+            )
+        },
         retry,
-        shared,
+        context,
     )
     .for_each(|result| async move {
         if let Err(e) = result {

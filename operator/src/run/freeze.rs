@@ -4,7 +4,7 @@
 
 use stagehand_config::fingerprint::ActionDigest;
 use stagehand_config::{Decision, Fingerprint, Plan};
-use stagehand_crds::common::{ActionDecision, ActionStatus, FrozenPlan, MigrationRunStatus};
+use stagehand_crds::unversioned::{ActionDecision, ActionStatus, FrozenPlan, MigrationRunStatus};
 
 /// The reason of an action the run planned to run.
 pub const IN_WINDOW: &str = "InWindow";
@@ -101,7 +101,7 @@ pub fn declarations_changed(
 mod tests {
     use super::*;
     use serde_json::json;
-    use stagehand_config::{Context, Declarations, Release, Stage, plan_stage};
+    use stagehand_config::{Declarations, Deployment, Release, Stage, plan_stage};
 
     fn declarations(ldap_dry_run: bool, skip_post: bool) -> Declarations {
         let spec = json!({
@@ -123,7 +123,7 @@ mod tests {
     }
 
     fn planned(d: &Declarations) -> MigrationRunStatus {
-        let context = Context {
+        let context = Deployment {
             last_migrated: Release::parse("v1.17.3").ok(),
             history: Vec::new(),
         };

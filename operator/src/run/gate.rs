@@ -5,7 +5,7 @@
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use stagehand_config::{Release, Stage};
-use stagehand_crds::common::MigrationRunStatus;
+use stagehand_crds::unversioned::MigrationRunStatus;
 use stagehand_crds::{Migration, MigrationRun};
 
 /// What the gate decided.

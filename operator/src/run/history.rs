@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, PostParams};
 use kube::{Client, ResourceExt};
 use stagehand_crds::Migration;
-use stagehand_crds::common::MigrationStatus;
+use stagehand_crds::unversioned::MigrationStatus;
 
 use super::ledger::{Ledger, LedgerError, ledger_name};
 use super::status::{StatusError, update_migration_status};

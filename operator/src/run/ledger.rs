@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 use stagehand_config::{Footprint, Release, Stage};
-use stagehand_crds::common::{HistoryEntry, MigrationStatus};
+use stagehand_crds::unversioned::{HistoryEntry, MigrationStatus};
 
 /// The `format` value of this version of the ledger.
 pub const FORMAT: &str = "stagehand.dev/history/v1";

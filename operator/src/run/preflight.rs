@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
 use kube::api::Api;
 use stagehand_actions::action::{Action, ActionContext, SecretValue, Secrets};
-use stagehand_crds::common::SecretFile;
+use stagehand_crds::unversioned::SecretFile;
 
 /// A planned action, built from its declaration, with the name messages give it
 /// (`action <index> <id>`).
@@ -175,7 +175,7 @@ pub fn message(problems: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use stagehand_crds::common::SecretKeyRef;
+    use stagehand_crds::unversioned::SecretKeyRef;
 
     fn prepared(index: usize, id: &str, config: serde_json::Value) -> Prepared {
         match stagehand_actions::instantiate(id, &config) {

@@ -66,7 +66,7 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
     use k8s_openapi::jiff::Timestamp;
     use stagehand_crds::MigrationRunSpec;
-    use stagehand_crds::common::MigrationRunStatus;
+    use stagehand_crds::unversioned::MigrationRunStatus;
 
     fn run(name: &str, stage: Stage, created: i64, finished: bool) -> MigrationRun {
         let mut r = MigrationRun::new(

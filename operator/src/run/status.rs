@@ -4,7 +4,7 @@
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
-use stagehand_crds::common::{MigrationRunStatus, MigrationStatus};
+use stagehand_crds::unversioned::{MigrationRunStatus, MigrationStatus};
 use stagehand_crds::{Migration, MigrationRun};
 
 /// The field manager of everything Stagehand writes.

@@ -14,7 +14,7 @@ use kube::ResourceExt;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::reflector::{ObjectRef, Store};
 use serde::Deserialize;
-use stagehand_crds::common::MigrationRunStatus;
+use stagehand_crds::unversioned::MigrationRunStatus;
 use stagehand_crds::{MigrationRun, MigrationRunSpec};
 use tokio::sync::mpsc::UnboundedSender;
 use tracing::debug;

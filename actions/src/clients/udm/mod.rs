@@ -22,7 +22,7 @@ use reqwest::{Method, StatusCode, Url};
 use serde_json::{Map, Value, json};
 
 use crate::action::{ActionError, SecretValue};
-use crate::http::{FullResponse, HttpApi};
+use crate::clients::http::{FullResponse, HttpApi};
 
 pub use filter::{Filter, escape_value};
 

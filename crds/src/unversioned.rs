@@ -1,10 +1,11 @@
-//! Types shared unchanged by every served version.
+//! Types every served version shares unchanged (both `v1alpha1` and `v1beta1` use them).
 //!
 //! Field doc comments become `kubectl explain` output, so they are written for users.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+pub use stagehand_config::ObjectStore;
 
 pub use stagehand_config::{Problem, Stage};
 
@@ -118,39 +119,6 @@ pub struct SecretKeyRef {
     /// When true, a missing Secret or key is not an error until an action reads it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub optional: Option<bool>,
-}
-
-/// The S3-compatible object store the stages hand work over in.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ObjectStore {
-    /// The store's URL, e.g. `https://objectstore.example.org`.
-    #[schemars(length(min = 1))]
-    pub endpoint: String,
-    /// The bucket handover objects are written to.
-    #[schemars(length(min = 1))]
-    pub bucket: String,
-    /// The region to sign requests for; `us-east-1` when left out.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub region: Option<String>,
-    /// Address the bucket in the path (`endpoint/bucket/key`) instead of the host name;
-    /// `true` when left out (MinIO, Ceph RGW and AWS all accept it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub path_style: Option<bool>,
-    /// Skip verification of the store's TLS certificate. Off unless set; only for tests.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub insecure_skip_tls_verify: Option<bool>,
-    /// PEM certificates of the CAs to trust for the store's TLS, in addition to the system's
-    /// (a store with a private CA).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ca_bundle: Option<String>,
-    /// The access key id of the bucket identity.
-    #[schemars(length(min = 1))]
-    pub access_key_id: String,
-    /// The `secretFiles` name holding the identity's secret key
-    /// (e.g. `objectstore-migrations-secret-key`).
-    #[schemars(length(min = 1))]
-    pub secret_key_file: String,
 }
 
 /// One recorded footprint: a tagged action that succeeded.

@@ -13,73 +13,31 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action as Requeue;
-use kube::runtime::events::{Event, EventType, Recorder};
-use kube::{Client, Resource, ResourceExt};
+use kube::runtime::events::EventType;
 use stagehand_actions::action::{ActionContext, ActionError, RunIdentity, Secrets};
-use stagehand_actions::handover::StoreSettings;
 use stagehand_actions::instantiate;
 use stagehand_config::{Declarations, Footprint, Plan, Reason, Stage, plan_stage};
-use stagehand_crds::common::{ActionDecision, ActionStatus, HistoryEntry, MigrationRunStatus};
+use stagehand_crds::unversioned::{ActionDecision, ActionStatus, HistoryEntry, MigrationRunStatus};
 use stagehand_crds::{Migration, MigrationRun};
-use tokio::sync::watch;
 use tracing::{Instrument, info, info_span, warn};
 
 use super::approval;
 use super::assess::{Assessment, assess};
 use super::conditions::{Phase, run_conditions};
+use super::context::{Context, Error, event};
 use super::freeze::{declarations_changed, freeze};
 use super::gate::{Gate, gate, pre_run_of, terminal, track_suspension, unblocked};
-use super::history::{History, HistoryError, mirror};
+use super::history::{History, mirror};
 use super::preflight::{Prepared, declared_problems, load_secrets, needed_files, prove};
 use super::retention;
-use super::status::{StatusError, apply_run_status};
-use super::view::RunsView;
+use super::status::apply_run_status;
 
 /// The reason of an action that ran in dry-run mode (the run's `spec.dryRun` or its own
 /// `config.dryRun`): it changed nothing, records no footprint and does not count as applied.
 pub const DRY_RUN: &str = "DryRun";
-
-/// What the controllers share.
-#[derive(Clone)]
-pub struct Shared {
-    /// The API client.
-    pub client: Client,
-    /// Publishes Events.
-    pub recorder: Recorder,
-    /// Counts runs and actions for `/metrics`.
-    pub metrics: crate::metrics::Metrics,
-    /// Becomes true when the operator is asked to stop: no new action starts.
-    pub stopping: watch::Receiver<bool>,
-    /// Every run as the run controller's store holds it, and whom to wake.
-    pub runs: RunsView,
-}
-
-impl std::fmt::Debug for Shared {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared").finish_non_exhaustive()
-    }
-}
-
-/// Why a reconcile could not finish; the controller retries it.
-#[derive(Debug, thiserror::Error)]
-pub enum EngineError {
-    /// A status write failed.
-    #[error(transparent)]
-    Status(#[from] StatusError),
-    /// The history ledger could not be reached.
-    #[error(transparent)]
-    History(#[from] HistoryError),
-    /// Reading the cluster failed.
-    #[error("{context}: {source}")]
-    Read {
-        /// What was read.
-        context: String,
-        /// The answer.
-        source: kube::Error,
-    },
-}
 
 fn now() -> String {
     Timestamp::now().to_string()
@@ -96,55 +54,6 @@ fn progress(actions: &[ActionStatus]) -> String {
 /// `action <index> <id>`, as every message names an action.
 fn label(a: &ActionStatus) -> String {
     format!("action {} {}", a.index, a.id)
-}
-
-/// Publishes an Event on `object`; a failure to publish is logged, never fatal.
-///
-/// Events of one action (`action 3 workload_scale: ...`) carry `action-3-workload_scale` as
-/// their action, others `Run`: the recorder folds events with the same reason and action
-/// into one series, and two actions' starts must stay two events.
-pub async fn event<K: Resource<DynamicType = ()>>(
-    recorder: &Recorder,
-    object: &K,
-    type_: EventType,
-    reason: &str,
-    note: String,
-) {
-    let action = match note.strip_prefix("action ") {
-        Some(rest) => format!(
-            "action-{}",
-            rest.split(':')
-                .next()
-                .unwrap_or_default()
-                .trim()
-                .replace(' ', "-")
-        ),
-        None => "Run".to_string(),
-    };
-    let ev = Event {
-        type_,
-        reason: reason.into(),
-        note: Some(note),
-        action: action.chars().take(128).collect(),
-        secondary: None,
-    };
-    if let Err(e) = recorder.publish(&ev, &object.object_ref(&())).await {
-        warn!(error = %e, "cannot publish event");
-    }
-}
-
-/// The action library's view of the Migration's `spec.objectStore`.
-fn store_settings(store: &stagehand_crds::common::ObjectStore) -> StoreSettings {
-    StoreSettings {
-        endpoint: store.endpoint.clone(),
-        bucket: store.bucket.clone(),
-        region: store.region.clone(),
-        path_style: store.path_style,
-        insecure_skip_tls_verify: store.insecure_skip_tls_verify,
-        access_key_id: store.access_key_id.clone(),
-        secret_key_file: store.secret_key_file.clone(),
-        ca_bundle: store.ca_bundle.clone(),
-    }
 }
 
 /// How long a waiting run sleeps when nothing wakes it: a change it waits for wakes it at
@@ -165,7 +74,7 @@ fn until_timeout(run: &MigrationRun, status: &MigrationRunStatus) -> Duration {
 
 /// One run being reconciled: its APIs and the status being built.
 struct Reconcile {
-    shared: Arc<Shared>,
+    context: Arc<Context>,
     run: Arc<MigrationRun>,
     runs: Api<MigrationRun>,
     migrations: Api<Migration>,
@@ -176,21 +85,21 @@ struct Reconcile {
 
 impl Reconcile {
     /// Writes the run's status in `phase` (conditions derived from it).
-    async fn write(&mut self, phase: &Phase) -> Result<(), EngineError> {
+    async fn write(&mut self, phase: &Phase) -> Result<(), Error> {
         let run = &self.run;
         let status = &mut self.status;
         status.conditions = run_conditions(phase, run.metadata.generation, &status.conditions);
         status.observed_generation = run.metadata.generation;
         status.progress = Some(progress(&status.actions));
         let key = format!("{}/{}", run.namespace().unwrap_or_default(), run.name_any());
-        self.shared.metrics.run_waiting(
+        self.context.metrics.run_waiting(
             &key,
             matches!(
                 phase,
                 Phase::Waiting(_) | Phase::Suspended(_) | Phase::AwaitingApproval(_)
             ),
         );
-        self.shared.metrics.run_phase(
+        self.context.metrics.run_phase(
             &key,
             match phase {
                 Phase::Running(_) => Some("running"),
@@ -201,7 +110,7 @@ impl Reconcile {
         let finishing = phase.is_terminal() && status.completion_time.is_none();
         if finishing {
             status.completion_time = Some(now());
-            self.shared
+            self.context
                 .metrics
                 .run_finished(&phase.reason().to_ascii_lowercase());
         }
@@ -211,13 +120,13 @@ impl Reconcile {
         }
         if finishing {
             let namespace = run.namespace().unwrap_or_default();
-            self.shared
+            self.context
                 .runs
                 .mark_finished(&namespace, &run.name_any(), status);
             let siblings = self.siblings_as_finished();
             self.prune(&siblings).await;
             let woken = unblocked(&siblings);
-            self.shared.runs.wake(
+            self.context.runs.wake(
                 &namespace,
                 woken
                     .iter()
@@ -233,7 +142,7 @@ impl Reconcile {
         let namespace = self.run.namespace().unwrap_or_default();
         let name = self.run.name_any();
         let mut runs: Vec<MigrationRun> = self
-            .shared
+            .context
             .runs
             .of_migration(&namespace, &self.run.spec.migration_ref)
             .into_iter()
@@ -283,12 +192,12 @@ impl Reconcile {
     }
 
     async fn event(&self, type_: EventType, reason: &str, note: String) {
-        event(&self.shared.recorder, &*self.run, type_, reason, note).await;
+        event(&self.context.recorder, &*self.run, type_, reason, note).await;
     }
 
     /// Ends the run in a stalled `phase`: writes the status, then a Warning Event with the
     /// same message.
-    async fn end(&mut self, phase: Phase) -> Result<Requeue, EngineError> {
+    async fn end(&mut self, phase: Phase) -> Result<Requeue, Error> {
         self.write(&phase).await?;
         let message = phase.message().to_string();
         warn!(reason = phase.reason(), %message, "run stalled");
@@ -299,27 +208,24 @@ impl Reconcile {
 }
 
 /// Reconciles one MigrationRun (within a `run` span: every log line carries the run).
-pub async fn reconcile(
-    run: Arc<MigrationRun>,
-    shared: Arc<Shared>,
-) -> Result<Requeue, EngineError> {
+pub async fn reconcile(run: Arc<MigrationRun>, context: Arc<Context>) -> Result<Requeue, Error> {
     let span = info_span!(
         "run",
         run = %run.name_any(),
         namespace = %run.namespace().unwrap_or_default(),
         stage = %run.spec.stage,
     );
-    pipeline(run, shared).instrument(span).await
+    pipeline(run, context).instrument(span).await
 }
 
-async fn pipeline(run: Arc<MigrationRun>, shared: Arc<Shared>) -> Result<Requeue, EngineError> {
+async fn pipeline(run: Arc<MigrationRun>, context: Arc<Context>) -> Result<Requeue, Error> {
     let namespace = run.namespace().unwrap_or_default();
     let mut r = Reconcile {
-        runs: Api::namespaced(shared.client.clone(), &namespace),
-        migrations: Api::namespaced(shared.client.clone(), &namespace),
+        runs: Api::namespaced(context.client.clone(), &namespace),
+        migrations: Api::namespaced(context.client.clone(), &namespace),
         status: run.status.clone().unwrap_or_default(),
         run_history_limit: None,
-        shared,
+        context,
         run,
     };
     if terminal(&r.status) {
@@ -332,7 +238,7 @@ async fn pipeline(run: Arc<MigrationRun>, shared: Arc<Shared>) -> Result<Requeue
     // A run that started is past the gate: its siblings are not needed. They come from the
     // run controller's store (no request): a change that unblocks a waiting run wakes it.
     let siblings = if r.status.start_time.is_none() {
-        r.shared
+        r.context
             .runs
             .of_migration(&namespace, &r.run.spec.migration_ref)
     } else {
@@ -358,7 +264,7 @@ async fn pipeline(run: Arc<MigrationRun>, shared: Arc<Shared>) -> Result<Requeue
     // start is claimed under one lock, so one run of a Migration starts at a time.
     if r.status.start_time.is_none()
         && let Err(holder) =
-            r.shared
+            r.context
                 .runs
                 .claim(&namespace, &r.run.spec.migration_ref, &r.run.name_any())
     {
@@ -370,7 +276,7 @@ async fn pipeline(run: Arc<MigrationRun>, shared: Arc<Shared>) -> Result<Requeue
     }
 
     // 2. assess: the history first (the record of truth), then the declarations.
-    let history = History::of(&r.shared.client, &migration);
+    let history = History::of(&r.context.client, &migration);
     let ledger = match history.ensure(migration.status.as_ref()).await {
         Ok(l) => l,
         Err(e) if e.is_unreadable() => return r.end(Phase::HistoryUnreadable(e.to_string())).await,
@@ -427,10 +333,10 @@ async fn pipeline(run: Arc<MigrationRun>, shared: Arc<Shared>) -> Result<Requeue
     let needed = needed_files(&actions, store.map(|s| s.secret_key_file.as_str()));
     let first_pass = r.status.actions.iter().all(|a| a.start_time.is_none());
     let mut ctx = ActionContext {
-        client: r.shared.client.clone(),
+        client: r.context.client.clone(),
         namespace: r.run.namespace().unwrap_or_default(),
         secrets: Secrets::default(),
-        object_store: store.map(store_settings),
+        object_store: store.cloned(),
         run: RunIdentity {
             release: migration.spec.release_version.clone(),
             name: r.run.metadata.name.clone(),
@@ -444,7 +350,7 @@ async fn pipeline(run: Arc<MigrationRun>, shared: Arc<Shared>) -> Result<Requeue
             Vec::new()
         };
         let (secrets, missing) =
-            load_secrets(&r.shared.client, &ctx.namespace, files, &needed).await;
+            load_secrets(&r.context.client, &ctx.namespace, files, &needed).await;
         ctx.secrets = secrets;
         problems.extend(missing);
         if first_pass {
@@ -484,7 +390,7 @@ async fn pipeline(run: Arc<MigrationRun>, shared: Arc<Shared>) -> Result<Requeue
 
     // 5. execute, strictly in order; Succeeded actions are never repeated.
     for (n, (i, p)) in prepared.iter().enumerate() {
-        if *r.shared.stopping.borrow() {
+        if *r.context.stopping.borrow() {
             let message = format!(
                 "the operator is stopping: {} and the rest start when it runs again",
                 p.label
@@ -513,11 +419,11 @@ async fn pipeline(run: Arc<MigrationRun>, shared: Arc<Shared>) -> Result<Requeue
     finish(&mut r, &history, &migration.spec.release_version).await
 }
 
-async fn read_migration(r: &Reconcile) -> Result<Option<Migration>, EngineError> {
+async fn read_migration(r: &Reconcile) -> Result<Option<Migration>, Error> {
     r.migrations
         .get_opt(&r.run.spec.migration_ref)
         .await
-        .map_err(|source| EngineError::Read {
+        .map_err(|source| Error::Read {
             context: format!("reading Migration {}", r.run.spec.migration_ref),
             source,
         })
@@ -538,7 +444,7 @@ async fn report_skips(r: &Reconcile) {
             format!("{}: skipped ({})", label(a), a.reason),
         )
         .await;
-        r.shared.metrics.action_finished(&a.id, "skipped", 0.0);
+        r.context.metrics.action_finished(&a.id, "skipped", 0.0);
     }
 }
 
@@ -570,7 +476,7 @@ fn prepare(status: &MigrationRunStatus, plan: &Plan) -> Result<Vec<(usize, Prepa
 
 /// Reads the Migration again: `Some(message)` when its declarations for the stage are no
 /// longer the planned ones (or it is gone).
-async fn changed_since_plan(r: &Reconcile) -> Result<Option<String>, EngineError> {
+async fn changed_since_plan(r: &Reconcile) -> Result<Option<String>, Error> {
     let Some(migration) = read_migration(r).await? else {
         return Ok(Some(format!(
             "Migration {} was deleted while the run was going; nothing more is applied",
@@ -610,7 +516,7 @@ async fn execute(
     i: usize,
     p: &Prepared,
     ctx: &ActionContext,
-) -> Result<Option<Requeue>, EngineError> {
+) -> Result<Option<Requeue>, Error> {
     let stage = r.run.spec.stage;
     let dry = r.run.spec.dry_run || p.action.dry_run();
     let print = footprint(stage, &r.status.actions[i]);
@@ -644,7 +550,7 @@ async fn execute(
     let started = std::time::Instant::now();
     let result = run_action(p, ctx, dry).await;
     let id = r.status.actions[i].id.clone();
-    r.shared.metrics.action_finished(
+    r.context.metrics.action_finished(
         &id,
         if result.is_ok() {
             "succeeded"
@@ -722,16 +628,12 @@ fn had_dry_run(status: &MigrationRunStatus) -> bool {
 
 /// The last step: a post run records the release in the ledger (unless it, or the pre run it
 /// followed, ran an action as a dry run: that work is still to do), then the run succeeds.
-async fn finish(
-    r: &mut Reconcile,
-    history: &History,
-    release: &str,
-) -> Result<Requeue, EngineError> {
+async fn finish(r: &mut Reconcile, history: &History, release: &str) -> Result<Requeue, Error> {
     let mut note = String::new();
     if r.run.spec.stage == Stage::Post && !r.run.spec.dry_run {
         let namespace = r.run.namespace().unwrap_or_default();
         let siblings = r
-            .shared
+            .context
             .runs
             .of_migration(&namespace, &r.run.spec.migration_ref);
         // The store keeps a finished run without its actions: read the pre run's.
@@ -740,7 +642,7 @@ async fn finish(
                 .runs
                 .get(&pre.name_any())
                 .await
-                .map_err(|source| EngineError::Read {
+                .map_err(|source| Error::Read {
                     context: format!("reading the pre run {}", pre.name_any()),
                     source,
                 })?

@@ -219,17 +219,6 @@ pub struct Replaced {
     pub refused: Vec<Refused>,
 }
 
-/// Shortens a server's or tool's message for an error: at most `max` characters, on one line.
-pub(crate) fn one_line(text: &str, max: usize) -> String {
-    let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if joined.chars().count() <= max {
-        joined
-    } else {
-        let cut: String = joined.chars().take(max).collect();
-        format!("{cut}...")
-    }
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
@@ -242,11 +231,5 @@ mod tests {
         e.push("ENTRYUUID", "2");
         assert_eq!(e.values("entryuuid"), ["1", "2"]);
         assert!(e.values("univentionObjectIdentifier").is_empty());
-    }
-
-    #[test]
-    fn one_line_joins_and_shortens() {
-        assert_eq!(one_line("a\n\tb  c", 10), "a b c");
-        assert_eq!(one_line("abcdefghijkl", 5), "abcde...");
     }
 }

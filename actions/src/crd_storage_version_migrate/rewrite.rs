@@ -19,7 +19,8 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, P
 use kube::{Client, Resource, ResourceExt};
 use tokio::sync::Mutex;
 
-use crate::common::{plural, run_bounded};
+use crate::batch::run_bounded;
+use crate::text::plural;
 
 /// Why a storage-version check or migration failed. `storedVersions` is unchanged unless the
 /// error says otherwise.

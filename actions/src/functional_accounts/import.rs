@@ -28,17 +28,20 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use stagehand_config::{ConfigIssue, HandoverRole, Needs};
 
-use crate::ActionConfig;
+use crate::action::ActionConfig;
 use crate::action::{Action, ActionContext, ActionError, Outcome};
-use crate::common::{Handover, LdapBase, Udm, run_bounded};
+use crate::batch::run_bounded;
+use crate::clients::s3::HandoverStore;
+use crate::clients::udm::{Filter, Search, UdmClient, UdmError, UdmObject};
 use crate::functional_accounts::name::shared_account_names;
+use crate::functional_accounts::record::{FunctionalAccount, OxFunctionalAccounts};
 use crate::functional_accounts::{
     FUNCTIONAL_ACCOUNT, IDENTIFIER, IN_FLIGHT, PERMISSION, SEARCH_CHUNK, SHARED_ACCOUNT,
     UDM_PASSWORD_FILE, USER, all_objects, check_store_and_udm, handover_needs, handover_store,
-    norm_dn, plural, short_list, udm_client, users_by_dn,
+    norm_dn, short_list, udm_client, users_by_dn,
 };
-use crate::handover::{FunctionalAccount, HandoverStore, OxFunctionalAccounts};
-use crate::udm::{Filter, Search, UdmClient, UdmError, UdmObject};
+use crate::shared_config::{Handover, LdapBase, Udm};
+use crate::text::plural;
 
 /// The action's config.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -17,8 +17,9 @@ use ldap3::adapters::{Adapter, EntriesOnly, PagedResults};
 use ldap3::{Ldap, LdapConnAsync, LdapConnSettings, LdapResult, Scope, SearchEntry};
 use tokio::task::JoinHandle;
 
-use super::{Directory, Entry, LdapError, Refused, Replace, one_line, wire};
+use super::{Directory, Entry, LdapError, Refused, Replace, wire};
 use crate::action::SecretValue;
+use crate::text::one_line;
 
 /// How to reach and bind to the server.
 #[derive(Debug, Clone)]

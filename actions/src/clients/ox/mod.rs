@@ -16,6 +16,8 @@ use std::time::Duration;
 use reqwest::Url;
 
 use crate::action::SecretValue;
+use crate::clients::http::{client_builder, transport_failure};
+use crate::text::one_line;
 pub use soap::SoapFault;
 use soap::{Answer, Element, Param};
 
@@ -225,9 +227,7 @@ impl OxClient {
         {
             segments.pop();
         }
-        let http = reqwest::Client::builder()
-            .timeout(timeout)
-            .connect_timeout(timeout)
+        let http = client_builder(timeout)
             .build()
             .map_err(|e| OxError::Config(format!("cannot build an HTTP client: {e}")))?;
         Ok(Self {
@@ -621,34 +621,13 @@ fn read_account(e: &Element) -> Result<SecondaryAccount, String> {
     })
 }
 
-fn one_line(text: &str, max: usize) -> String {
-    let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if joined.chars().count() <= max {
-        joined
-    } else {
-        format!("{}...", joined.chars().take(max).collect::<String>())
-    }
-}
-
 fn transport_error(call: &str, url: &Url, e: &reqwest::Error) -> OxError {
-    let kind = if e.is_timeout() {
-        "timed out"
-    } else if e.is_connect() {
-        "could not connect"
-    } else {
-        "failed"
-    };
-    let mut cause = String::new();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        cause = format!(": {s}");
-        source = s.source();
-    }
+    let failure = transport_failure(e);
     OxError::Transport {
         call: call.to_string(),
         url: url.to_string(),
-        kind,
-        cause,
+        kind: failure.kind,
+        cause: failure.cause.map(|c| format!(": {c}")).unwrap_or_default(),
     }
 }
 

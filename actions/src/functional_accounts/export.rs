@@ -31,21 +31,23 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use stagehand_config::{ConfigIssue, HandoverRole, Needs};
 
-use crate::ActionConfig;
+use crate::action::ActionConfig;
 use crate::action::{Action, ActionContext, ActionError, Outcome, RunIdentity};
-use crate::common::{Handover, LdapBase, OxSoap, Udm, run_bounded};
+use crate::batch::run_bounded;
+use crate::clients::ox::{AccountOwners, Context, OxClient, OxError, SecondaryAccount};
+use crate::clients::s3::HandoverStore;
+use crate::clients::udm::{UdmClient, UdmObject};
 use crate::functional_accounts::name::{NameError, shared_account_names};
+use crate::functional_accounts::record::{
+    FunctionalAccount, LinkedGroup, LinkedUser, OxFunctionalAccounts, OxSecondaryAccount,
+};
 use crate::functional_accounts::{
     FUNCTIONAL_ACCOUNT, GROUP, IDENTIFIER, IN_FLIGHT, SHARED_ACCOUNT, UDM_PASSWORD_FILE,
-    all_objects, bytes, check_store_and_udm, handover_needs, handover_store, norm_dn, plural,
-    short_list, udm_client, users_by_dn,
+    all_objects, check_store_and_udm, handover_needs, handover_store, norm_dn, short_list,
+    udm_client, users_by_dn,
 };
-use crate::handover::{
-    FunctionalAccount, HandoverStore, LinkedGroup, LinkedUser, OxFunctionalAccounts,
-    OxSecondaryAccount,
-};
-use crate::ox::{AccountOwners, Context, OxClient, OxError, SecondaryAccount};
-use crate::udm::{UdmClient, UdmObject};
+use crate::shared_config::{Handover, LdapBase, OxSoap, Udm};
+use crate::text::{bytes, plural};
 
 /// The action's config.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -16,7 +16,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, AttachParams};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::{Directory, Entry, LdapError, Refused, Replace, ldif, one_line};
+use super::{Directory, Entry, LdapError, Refused, Replace, ldif};
+use crate::text::one_line;
 
 /// What a command printed and how it ended.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

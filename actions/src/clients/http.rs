@@ -1,5 +1,8 @@
-//! The one HTTP client the REST and SOAP actions share: HTTP basic credentials, a timeout per
-//! request, TLS verified (rustls), and errors that name the request but never the credential.
+//! HTTP for every client that speaks it: [`client_builder`], the one place a
+//! `reqwest::Client` is configured (a timeout per request and per connect, TLS verified with
+//! rustls, Stagehand's user agent); [`transport_failure`], the one reading of a request that
+//! got no answer; and [`HttpApi`], the REST helper with HTTP basic credentials whose errors
+//! name the request but never the credential (the Provisioning API, UDM).
 
 use std::time::Duration;
 
@@ -44,13 +47,9 @@ impl HttpApi {
                 "{name}: the URL {base} must be an http:// or https:// URL"
             )));
         }
-        let client = reqwest::Client::builder()
-            .timeout(timeout)
-            .connect_timeout(timeout)
-            .build()
-            .map_err(|e| {
-                ActionError::Failed(format!("{name}: cannot build an HTTP client: {e}"))
-            })?;
+        let client = client_builder(timeout).build().map_err(|e| {
+            ActionError::Failed(format!("{name}: cannot build an HTTP client: {e}"))
+        })?;
         Ok(Self {
             client,
             base,
@@ -177,7 +176,29 @@ impl HttpApi {
     }
 }
 
-fn transport_error(what: &str, e: &reqwest::Error) -> ActionError {
+/// A `reqwest` client builder with what every client of the actions sets: `timeout` bounds each
+/// request and each connect, and requests carry Stagehand's user agent. Callers add what their
+/// protocol needs (a CA bundle, no redirects) and build it.
+pub fn client_builder(timeout: Duration) -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
+        .timeout(timeout)
+        .connect_timeout(timeout)
+        .user_agent(concat!("stagehand/", env!("CARGO_PKG_VERSION")))
+}
+
+/// How a request that got no answer failed: `kind` is `timed out`, `could not connect` or
+/// `failed`; `cause` the innermost reason (reqwest's own message names the URL, never
+/// credentials), when there is one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransportFailure {
+    /// `timed out`, `could not connect` or `failed`.
+    pub kind: &'static str,
+    /// The innermost error of the chain.
+    pub cause: Option<String>,
+}
+
+/// Reads a transport error of `reqwest` as a [`TransportFailure`].
+pub fn transport_failure(e: &reqwest::Error) -> TransportFailure {
     let kind = if e.is_timeout() {
         "timed out"
     } else if e.is_connect() {
@@ -185,16 +206,21 @@ fn transport_error(what: &str, e: &reqwest::Error) -> ActionError {
     } else {
         "failed"
     };
-    // reqwest's Display includes the URL (never credentials); the source chain says why.
-    let mut cause = String::new();
+    let mut cause = None;
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
-        cause = s.to_string();
+        cause = Some(s.to_string());
         source = s.source();
     }
-    if cause.is_empty() {
-        ActionError::Failed(format!("{what}: {kind}"))
-    } else {
-        ActionError::Failed(format!("{what}: {kind}: {cause}"))
+    TransportFailure { kind, cause }
+}
+
+fn transport_error(what: &str, e: &reqwest::Error) -> ActionError {
+    match transport_failure(e) {
+        TransportFailure { kind, cause: None } => ActionError::Failed(format!("{what}: {kind}")),
+        TransportFailure {
+            kind,
+            cause: Some(cause),
+        } => ActionError::Failed(format!("{what}: {kind}: {cause}")),
     }
 }

@@ -1,0 +1,255 @@
+//! Config sections several actions declare (the UDM REST API, the LDAP base, the LDAP pod,
+//! the handover, OX SOAP), with the reference's defaults, and what such an action needs from
+//! its run.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use stagehand_config::Needs;
+
+/// What an action that reads these secret files (and hands nothing over) needs from its run.
+pub fn needs_secrets<S: Into<String>>(files: impl IntoIterator<Item = S>) -> Needs {
+    Needs {
+        secret_files: files.into_iter().map(Into::into).collect(),
+        handover: None,
+    }
+}
+
+/// The UDM REST API of the IAM.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Udm {
+    /// The API's base URL.
+    #[serde(default = "Udm::default_url")]
+    #[schemars(length(min = 1))]
+    pub url: String,
+    /// The user to authenticate as (HTTP basic); the password is the `udm-admin-password`
+    /// secret file.
+    #[serde(default = "Udm::default_username")]
+    #[schemars(length(min = 1))]
+    pub username: String,
+    /// Timeout of one request.
+    #[serde(default = "Udm::default_timeout")]
+    #[schemars(range(min = 1))]
+    pub request_timeout_seconds: u64,
+}
+
+impl Udm {
+    fn default_url() -> String {
+        "http://ums-udm-rest-api:9979/univention/udm/".into()
+    }
+    fn default_username() -> String {
+        "cn=admin".into()
+    }
+    fn default_timeout() -> u64 {
+        30
+    }
+}
+
+impl Default for Udm {
+    fn default() -> Self {
+        Self {
+            url: Self::default_url(),
+            username: Self::default_username(),
+            request_timeout_seconds: Self::default_timeout(),
+        }
+    }
+}
+
+/// The LDAP base of the IAM's directory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LdapBase {
+    /// The directory's base DN.
+    #[serde(default = "default_base_dn")]
+    #[schemars(length(min = 1))]
+    pub base_dn: String,
+}
+
+impl Default for LdapBase {
+    fn default() -> Self {
+        Self {
+            base_dn: default_base_dn(),
+        }
+    }
+}
+
+/// The LDAP server's pod, where `ldapmodify`/`ldapsearch` are executed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LdapPod {
+    /// The pod running the primary LDAP server.
+    #[serde(default = "LdapPod::default_pod")]
+    #[schemars(length(min = 1))]
+    pub pod: String,
+    /// The container within the pod.
+    #[serde(default = "LdapPod::default_container")]
+    #[schemars(length(min = 1))]
+    pub container: String,
+    /// The directory's base DN.
+    #[serde(default = "default_base_dn")]
+    #[schemars(length(min = 1))]
+    pub base_dn: String,
+}
+
+impl LdapPod {
+    fn default_pod() -> String {
+        "ums-ldap-server-primary-0".into()
+    }
+    fn default_container() -> String {
+        "main".into()
+    }
+}
+
+impl Default for LdapPod {
+    fn default() -> Self {
+        Self {
+            pod: Self::default_pod(),
+            container: Self::default_container(),
+            base_dn: default_base_dn(),
+        }
+    }
+}
+
+fn default_base_dn() -> String {
+    "dc=swp-ldap,dc=internal".into()
+}
+
+/// Where the two stages hand work over, in the Migration's object store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Handover {
+    /// The object key, the same in both declarations.
+    #[serde(default = "Handover::default_object_key")]
+    #[schemars(length(min = 1))]
+    pub object_key: String,
+}
+
+impl Handover {
+    fn default_object_key() -> String {
+        "ox-functional-accounts.yaml".into()
+    }
+}
+
+impl Default for Handover {
+    fn default() -> Self {
+        Self {
+            object_key: Self::default_object_key(),
+        }
+    }
+}
+
+/// OX App Suite's SOAP provisioning API.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OxSoap {
+    /// The SOAP API's base URL; left out, it is
+    /// `http://open-xchange-core-mw-admin.<namespace>.svc.cluster.local` of the Migration's
+    /// namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soap_url: Option<String>,
+    /// The master admin to authenticate as; the password is the `ox-master-password` secret file.
+    #[serde(default = "OxSoap::default_username")]
+    #[schemars(length(min = 1))]
+    pub username: String,
+    /// Timeout of one request.
+    #[serde(default = "OxSoap::default_timeout")]
+    #[schemars(range(min = 1))]
+    pub request_timeout_seconds: u64,
+}
+
+impl OxSoap {
+    fn default_username() -> String {
+        "admin".into()
+    }
+    fn default_timeout() -> u64 {
+        60
+    }
+}
+
+impl Default for OxSoap {
+    fn default() -> Self {
+        Self {
+            soap_url: None,
+            username: Self::default_username(),
+            request_timeout_seconds: Self::default_timeout(),
+        }
+    }
+}
+
+/// The secret file with the password of `ldap.bindDn` (direct transport).
+pub const LDAP_PASSWORD_FILE: &str = "ldap-admin-password";
+
+/// The directory and how to reach it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Ldap {
+    /// The pod running the primary LDAP server (exec transport).
+    #[serde(default = "Ldap::default_pod")]
+    #[schemars(length(min = 1))]
+    pub pod: String,
+    /// The container within the pod (exec transport).
+    #[serde(default = "Ldap::default_container")]
+    #[schemars(length(min = 1))]
+    pub container: String,
+    /// The directory's base DN: every object below it is looked at.
+    #[serde(default = "Ldap::default_base_dn")]
+    #[schemars(length(min = 1))]
+    pub base_dn: String,
+    /// The primary LDAP server's URL (`ldap://ums-ldap-server-primary:389`, `ldaps://...`).
+    /// Set, Stagehand connects to it itself (direct transport) instead of executing
+    /// `ldapmodify` in the pod; the password is the `ldap-admin-password` secret file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// The DN to bind as with `url`; left out, `cn=admin,<baseDn>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bind_dn: Option<String>,
+    /// Timeout of connecting and of each request of the direct transport.
+    #[serde(default = "Ldap::default_timeout")]
+    #[schemars(range(min = 1))]
+    pub request_timeout_seconds: u64,
+}
+
+impl Ldap {
+    fn default_pod() -> String {
+        "ums-ldap-server-primary-0".into()
+    }
+    fn default_container() -> String {
+        "main".into()
+    }
+    fn default_base_dn() -> String {
+        "dc=swp-ldap,dc=internal".into()
+    }
+    fn default_timeout() -> u64 {
+        30
+    }
+
+    /// The secret files the transport reads: [`LDAP_PASSWORD_FILE`] for the direct one, none for
+    /// exec (SASL EXTERNAL in the pod).
+    pub fn secret_files(&self) -> Vec<String> {
+        match self.url {
+            Some(_) => vec![LDAP_PASSWORD_FILE.to_string()],
+            None => Vec::new(),
+        }
+    }
+
+    /// The DN the direct transport binds as.
+    pub fn effective_bind_dn(&self) -> String {
+        match &self.bind_dn {
+            Some(dn) => dn.clone(),
+            None => format!("cn=admin,{}", self.base_dn),
+        }
+    }
+}
+
+impl Default for Ldap {
+    fn default() -> Self {
+        Self {
+            pod: Self::default_pod(),
+            container: Self::default_container(),
+            base_dn: Self::default_base_dn(),
+            url: None,
+            bind_dn: None,
+            request_timeout_seconds: Self::default_timeout(),
+        }
+    }
+}
