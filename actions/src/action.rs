@@ -141,6 +141,16 @@ pub enum ActionError {
     /// The action ran and could not reach its goal (a timeout, a missing object, ...).
     #[error("{0}")]
     Failed(String),
+    /// The action stopped part-way: `cause` stopped it after it had done what `progress`
+    /// says (what the server confirmed), so a rerun knows what is left.
+    #[error("{cause}; {progress}")]
+    Interrupted {
+        /// Why it stopped.
+        cause: Box<ActionError>,
+        /// What was done before, e.g. `120 keys matching "sess:*" were deleted before this
+        /// error, a rerun deletes the rest`.
+        progress: String,
+    },
 }
 
 impl ActionError {
@@ -180,5 +190,24 @@ pub trait Action: Send + Sync + fmt::Debug {
     /// answering, a credential accepted, a bucket reachable). The default proves nothing.
     fn preflight<'a>(&'a self, _ctx: &'a ActionContext) -> BoxFuture<'a, Result<(), ActionError>> {
         Box::pin(async { Ok(()) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_interrupted_action_says_why_and_what_was_done_whatever_stopped_it() {
+        let e = ActionError::Interrupted {
+            cause: Box::new(ActionError::Config(
+                "redis.database 300 is out of range".into(),
+            )),
+            progress: "120 keys were deleted before this error".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "invalid config: redis.database 300 is out of range; 120 keys were deleted before this error"
+        );
     }
 }

@@ -218,14 +218,12 @@ fn refuse_unsafe_pattern(redis: &Redis) -> Result<(), ActionError> {
 async fn apply_with(session: &Session, redis: &Redis) -> Result<String, ActionError> {
     let pattern = &redis.key_pattern;
     let target = &session.target;
-    let interrupted = |e: SweepError, before: u64| {
-        let total = before + e.deleted;
-        match e.error {
-            ActionError::Failed(m) => ActionError::Failed(format!(
-                "{m}; {total} keys matching {pattern:?} were deleted before this error, a rerun deletes the rest"
-            )),
-            other => other,
-        }
+    let interrupted = |e: SweepError, before: u64| ActionError::Interrupted {
+        cause: Box::new(e.error),
+        progress: format!(
+            "{} keys matching {pattern:?} were deleted before this error, a rerun deletes the rest",
+            before + e.deleted
+        ),
     };
     let started = Instant::now();
     let first = session

@@ -7,8 +7,9 @@
 //!   [`read`](HandoverStore::read) and [`write_durable`](HandoverStore::write_durable) (PUT,
 //!   then GET back and compare byte for byte, so nothing is deleted on the strength of a write
 //!   that did not land).
-//! * [`OxFunctionalAccounts`] is the versioned YAML document the functional-accounts actions
-//!   hand over (`apiVersion: stagehand.dev/handover/v1`, `kind: OxFunctionalAccounts`).
+//!
+//! The document written there is the Functional Accounts migration's
+//! (`crate::functional_accounts::record`); this module knows only bytes.
 //!
 //! Requests are signed with `rust-s3` (AWS Signature V4, as query parameters) and sent with an
 //! HTTP client of this module, so that TLS follows the Migration's settings: verified against

@@ -1,5 +1,7 @@
-//! What the two halves of the Functional Accounts to Shared Accounts migration share:
-//! `ox_functional_accounts_export` (stage `pre`) and `ox_shared_accounts_import` (stage `post`).
+//! The Functional Accounts to Shared Accounts migration, one room: [`export`]
+//! (`ox_functional_accounts_export`, stage `pre`) and [`import`] (`ox_shared_accounts_import`,
+//! stage `post`), the handover document between them ([`record`]), and what both share (this
+//! file):
 //!
 //! * [`name`]: the one name rule both apply ("Team Sales" becomes `Team-Sales`; a name with no
 //!   letter fails).
