@@ -48,7 +48,7 @@ use crate::batch::run_bounded;
 use crate::clients::ldap::{Directory, Entry};
 use crate::clients::ox::{OxClient, OxError};
 pub use crate::shared_config::Ldap;
-use crate::shared_config::{OxSoap, needs_secrets};
+use crate::shared_config::{OX_PASSWORD_FILE, OxSoap, needs_secrets};
 use crate::text::plural;
 
 /// The action's config.
@@ -92,8 +92,6 @@ impl ActionConfig for Config {
     }
 }
 
-/// The secret file with the password of `oxAppSuite.username`.
-pub const PASSWORD_FILE: &str = "ox-master-password";
 /// The IAM's identifier, which OX objects are renamed to.
 pub const IDENTIFIER: &str = "univentionObjectIdentifier";
 /// The OX context id on users and contexts (UDM `oxContext`/`contextid`).
@@ -405,7 +403,7 @@ impl Config {
 
     /// The SOAP client the config and the run's credentials describe.
     pub fn ox_client(&self, ctx: &ActionContext) -> Result<OxClient, ActionError> {
-        let password = ctx.secrets.get(PASSWORD_FILE)?;
+        let password = ctx.secrets.get(OX_PASSWORD_FILE)?;
         OxClient::new(
             &self.soap_url(&ctx.namespace),
             &self.ox_app_suite.username,
@@ -435,7 +433,7 @@ impl Config {
             .unwrap_or_default();
         ActionError::Failed(match context {
             None => format!(
-                "OX App Suite at {} refused the credentials of {:?} ({reason}): check oxAppSuite.username and the secret file {PASSWORD_FILE:?}",
+                "OX App Suite at {} refused the credentials of {:?} ({reason}): check oxAppSuite.username and the secret file {OX_PASSWORD_FILE:?}",
                 ox.base_url(),
                 ox.login()
             ),
@@ -805,7 +803,7 @@ impl Action for Config {
     }
 
     fn needs(&self) -> Needs {
-        needs_secrets(std::iter::once(PASSWORD_FILE.to_string()).chain(self.ldap.secret_files()))
+        needs_secrets(std::iter::once(OX_PASSWORD_FILE.to_string()).chain(self.ldap.secret_files()))
     }
 
     fn dry_run(&self) -> bool {

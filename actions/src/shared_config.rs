@@ -138,6 +138,9 @@ impl Default for Handover {
     }
 }
 
+/// The secret file with the password of `oxAppSuite.username`.
+pub const OX_PASSWORD_FILE: &str = "ox-master-password";
+
 /// OX App Suite's SOAP provisioning API.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

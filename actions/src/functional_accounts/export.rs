@@ -46,7 +46,7 @@ use crate::functional_accounts::{
     all_objects, check_store_and_udm, handover_needs, handover_store, norm_dn, short_list,
     udm_client, users_by_dn,
 };
-use crate::shared_config::{Handover, LdapBase, OxSoap, Udm};
+use crate::shared_config::{Handover, LdapBase, OX_PASSWORD_FILE, OxSoap, Udm};
 use crate::text::{bytes, plural};
 
 /// The action's config.
@@ -160,9 +160,6 @@ impl ActionConfig for Config {
         issues
     }
 }
-
-/// The secret file with the password of `oxAppSuite.username`.
-pub const OX_PASSWORD_FILE: &str = "ox-master-password";
 
 /// The properties of a Functional Account the handover holds in fields of its own; every other
 /// one goes into `udmProperties`.
