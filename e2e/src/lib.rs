@@ -6,6 +6,7 @@
 
 pub mod functional_accounts;
 pub mod local_server;
+pub mod manifests;
 pub mod minio;
 pub mod redis;
 pub mod slapd;

@@ -6,16 +6,17 @@
 
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
+use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
     OperatorProcess, TestNamespace, apply, client, get, install_crds, kubectl, ok, running_pods,
     statefulset, wait, wait_for,
 };
 
 fn run(ns: &str, name: &str, stage: &str, dry_run: bool) -> String {
-    format!(
-        "apiVersion: stagehand.dev/v1beta1\nkind: MigrationRun\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {{migrationRef: opendesk, stage: {stage}, release: v1.18.0, dryRun: {dry_run}}}\n"
-    )
+    MigrationRun::new(ns, name, stage)
+        .dry_run(dry_run)
+        .to_yaml()
 }
 
 fn replicas(ns: &str, name: &str) -> u64 {
@@ -24,35 +25,29 @@ fn replicas(ns: &str, name: &str) -> u64 {
         .unwrap()
 }
 
-fn migration(ns: &str, pre: &str) -> String {
-    format!(
-        r#"apiVersion: stagehand.dev/v1beta1
-kind: Migration
-metadata: {{name: opendesk, namespace: {ns}}}
-spec:
-  releaseVersion: "v1.18.0"
-  installedRelease: "v1.17.3"
-  secretFiles:
-    - name: redis-password
-      secret: {{name: cache-intercom-service-password, key: password}}
-  actions:
-    pre:
-{pre}
-    post:
-      - id: ox_connector_restart
-        runMode: default
-        versions: {{minimum: "v1.15", from: "v1.15", to: "v1"}}
-        config: {{statefulset: {{name: ox-connector, replicas: 1, waitSeconds: 1}}}}
-"#
-    )
+/// The Migration adopting v1.17.3 whose post stage restarts ox-connector; the tests add the pre
+/// actions.
+fn migration(ns: &str) -> Migration {
+    let restart = Action::new("ox_connector_restart")
+        .run_mode("default")
+        .versions(json!({"minimum": "v1.15", "from": "v1.15", "to": "v1"}))
+        .config(json!({"statefulset": {"name": "ox-connector", "replicas": 1, "waitSeconds": 1}}));
+    Migration::new(ns)
+        .installed("v1.17.3")
+        .secret_file(
+            "redis-password",
+            "cache-intercom-service-password",
+            "password",
+        )
+        .post(restart)
 }
 
-const SCALE_DOWN: &str = r#"      - id: workload_scale
-        tag: "v1.18.0"
-        runMode: apply
-        versions: {minimum: "v1.15", from: "v1.15", to: "v1.17"}
-        config: {workload: {kind: StatefulSet, name: ox-connector, replicas: 0, timeoutSeconds: 60}}
-"#;
+/// Scales ox-connector to 0, once (tagged).
+fn scale_down() -> Action {
+    Action::scale("ox-connector", 0)
+        .tag("v1.18.0")
+        .run_mode("apply")
+}
 
 #[tokio::test]
 async fn pre_and_post_runs_scale_the_connector_and_footprints_stop_a_second_run() {
@@ -75,7 +70,7 @@ async fn pre_and_post_runs_scale_the_connector_and_footprints_stop_a_second_run(
     apply(&statefulset(&ns.name, "ox-connector", 2));
     running_pods(&ns.name, "ox-connector", 2).await;
     let operator = OperatorProcess::start(&ns.name);
-    apply(&migration(&ns.name, SCALE_DOWN));
+    apply(&migration(&ns.name).pre(scale_down()).to_yaml());
 
     // A dry run first: plans (proving it may scale), changes nothing, records nothing.
     apply(&run(&ns.name, "dry", "pre", true));
@@ -210,13 +205,12 @@ async fn a_killed_operator_s_run_is_finished_by_the_next_without_repeating() {
         ]),
     );
     // Action 0 is untagged: only the run's own status keeps it from running twice.
-    let pre = r#"      - id: workload_scale
-        versions: {minimum: "v1.15", from: "v1.15", to: "v1.17"}
-        config: {workload: {kind: StatefulSet, name: first, replicas: 0}}
-"#
-    .to_string()
-        + SCALE_DOWN;
-    apply(&migration(&ns.name, &pre));
+    apply(
+        &migration(&ns.name)
+            .pre(Action::scale_without_timeout("first", 0))
+            .pre(scale_down())
+            .to_yaml(),
+    );
     let mut first_operator = OperatorProcess::start(&ns.name);
     apply(&run(&ns.name, "pre", "pre", false));
     let before = wait_for(
@@ -346,7 +340,7 @@ async fn the_standby_finishes_the_run_of_a_leader_stopped_mid_action() {
             r#"{"metadata":{"finalizers":["example.com/hold"]}}"#,
         ]),
     );
-    apply(&migration(&ns.name, SCALE_DOWN));
+    apply(&migration(&ns.name).pre(scale_down()).to_yaml());
     let config = stagehand_e2e::kubeconfig();
     let args = |id: &'static str| {
         [

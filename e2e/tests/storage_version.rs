@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use serde_json::Value;
+use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
     OperatorProcess, TestNamespace, client, kubectl, kubectl_stdin, ok, stagehand, stderr, stdout,
     wait_for,
@@ -440,25 +441,16 @@ async fn own_crds_migrate_from_v1alpha1_storage() {
         assert_eq!(stored_versions(crd), ["v1alpha1"]);
     }
     let ns = TestNamespace::new(&client, "own-crds").await;
-    let objects = format!(
-        r#"apiVersion: stagehand.dev/v1alpha1
-kind: Migration
-metadata: {{name: opendesk, namespace: {ns}}}
-spec:
-  releaseVersion: "v1.18.0"
-  actions:
-    pre:
-      - id: workload_scale
-        versions: {{minimum: "v1.15", from: "v1.15", to: "v1.17"}}
-        config: {{workload: {{kind: StatefulSet, name: ox-connector, replicas: 0}}}}
----
-apiVersion: stagehand.dev/v1alpha1
-kind: MigrationRun
-metadata: {{name: opendesk-pre, namespace: {ns}}}
-spec: {{migrationRef: opendesk, stage: pre, release: "v1.18.0"}}
-"#,
-        ns = ns.name
-    );
+    let objects = [
+        Migration::new(&ns.name)
+            .api_version("v1alpha1")
+            .pre(Action::scale_without_timeout("ox-connector", 0))
+            .to_yaml(),
+        MigrationRun::new(&ns.name, "opendesk-pre", "pre")
+            .api_version("v1alpha1")
+            .to_yaml(),
+    ]
+    .join("---\n");
     let created = kubectl_stdin(&["apply", "-f", "-"], Some(&objects));
     ok("create v1alpha1 objects", &created);
 
@@ -571,10 +563,13 @@ async fn the_operator_migrates_its_own_crds_at_start_up() {
     let crds = OWN_CRDS;
     install_v1alpha1_only_crds().await;
     let ns = TestNamespace::new(&client, "startup").await;
-    let objects = format!(
-        "apiVersion: stagehand.dev/v1alpha1\nkind: Migration\nmetadata: {{name: opendesk, namespace: {ns}}}\nspec: {{releaseVersion: \"v1.18.0\"}}\n---\napiVersion: stagehand.dev/v1alpha1\nkind: MigrationRun\nmetadata: {{name: pre, namespace: {ns}}}\nspec: {{migrationRef: opendesk, stage: pre, release: \"v1.18.0\"}}\n",
-        ns = ns.name
-    );
+    let objects = [
+        Migration::new(&ns.name).api_version("v1alpha1").to_yaml(),
+        MigrationRun::new(&ns.name, "pre", "pre")
+            .api_version("v1alpha1")
+            .to_yaml(),
+    ]
+    .join("---\n");
     ok(
         "create v1alpha1 objects",
         &kubectl_stdin(&["apply", "-f", "-"], Some(&objects)),
