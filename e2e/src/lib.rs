@@ -68,7 +68,7 @@ pub fn kubectl_stdin(args: &[&str], input: Option<&str>) -> Output {
         Command::new("kubectl")
             .env("KUBECONFIG", kubeconfig())
             .args(args),
-        input,
+        input.map(str::as_bytes),
     )
 }
 
@@ -146,11 +146,21 @@ pub fn stagehand_stdin(args: &[&str], input: &str) -> Output {
         Command::new(stagehand_bin())
             .env("KUBECONFIG", kubeconfig())
             .args(args),
-        Some(input),
+        Some(input.as_bytes()),
     )
 }
 
-fn run_with_stdin(cmd: &mut Command, input: Option<&str>) -> Output {
+/// Runs `cmd` to its end with `input` on its standard input (without: `/dev/null`), capturing
+/// its standard output and error; fails the test when it cannot be run or fed.
+pub fn run_with_stdin(cmd: &mut Command, input: Option<&[u8]>) -> Output {
+    match try_run_with_stdin(cmd, input) {
+        Ok(out) => out,
+        Err(e) => panic!("cannot run {cmd:?}: {e}"),
+    }
+}
+
+/// [`run_with_stdin`], answering the error instead of failing the test.
+pub fn try_run_with_stdin(cmd: &mut Command, input: Option<&[u8]>) -> std::io::Result<Output> {
     use std::io::Write;
     use std::process::Stdio;
     cmd.stdin(if input.is_some() {
@@ -160,19 +170,11 @@ fn run_with_stdin(cmd: &mut Command, input: Option<&str>) -> Output {
     })
     .stdout(Stdio::piped())
     .stderr(Stdio::piped());
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) => panic!("cannot run {cmd:?}: {e}"),
-    };
-    if let (Some(text), Some(mut stdin)) = (input, child.stdin.take())
-        && let Err(e) = stdin.write_all(text.as_bytes())
-    {
-        panic!("cannot write to {cmd:?}: {e}");
+    let mut child = cmd.spawn()?;
+    if let (Some(bytes), Some(mut stdin)) = (input, child.stdin.take()) {
+        stdin.write_all(bytes)?;
     }
-    match child.wait_with_output() {
-        Ok(out) => out,
-        Err(e) => panic!("{cmd:?} did not finish: {e}"),
-    }
+    child.wait_with_output()
 }
 
 /// Standard output as text.

@@ -6,7 +6,6 @@
 //! the rootdn, as the root user in openDesk's LDAP pod). Runs in the foreground as the current
 //! user (`-d 0`), so no init script or AppArmor profile is involved; killed by PID on drop.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -16,6 +15,7 @@ use stagehand_actions::ldap::LdapError;
 use stagehand_actions::ldap::exec::{CommandOutput, CommandRunner};
 
 use crate::local_server::{free_port, generate_ca, generate_server_cert, require, temp_dir, write};
+use crate::try_run_with_stdin;
 
 /// The directory's base DN (openDesk's).
 pub const BASE_DN: &str = "dc=swp-ldap,dc=internal";
@@ -247,31 +247,14 @@ impl Slapd {
     }
 
     fn tool(&self, tool: &str, args: &[&str], input: Option<&str>) -> std::process::Output {
-        use std::io::Write;
         let mut cmd = Command::new(tool);
         cmd.args(["-x", "-H", &self.url(), "-D", ROOT_DN, "-w", ROOT_PASSWORD])
-            .args(args)
-            .stdin(if input.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = match cmd.spawn() {
-            Ok(c) => c,
+            .args(args);
+        match try_run_with_stdin(&mut cmd, input.map(str::as_bytes)) {
+            Ok(out) => out,
             Err(e) => panic!(
                 "cannot run {tool}: {e} (install OpenLDAP's tools: apt-get install ldap-utils)"
             ),
-        };
-        if let (Some(text), Some(mut stdin)) = (input, child.stdin.take())
-            && let Err(e) = stdin.write_all(text.as_bytes())
-        {
-            panic!("cannot write to {tool}: {e}");
-        }
-        match child.wait_with_output() {
-            Ok(out) => out,
-            Err(e) => panic!("{tool} did not finish: {e}"),
         }
     }
 }
@@ -386,26 +369,14 @@ impl CommandRunner for LocalLdapUtils {
         let input = stdin.map(<[u8]>::to_vec);
         Box::pin(async move {
             let ran = tokio::task::spawn_blocking(move || -> std::io::Result<CommandOutput> {
-                let mut child = Command::new(&argv[0])
-                    .args(&argv[1..])
-                    .stdin(if input.is_some() {
-                        Stdio::piped()
-                    } else {
-                        Stdio::null()
-                    })
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .map_err(|e| {
+                let out =
+                    try_run_with_stdin(Command::new(&argv[0]).args(&argv[1..]), input.as_deref())
+                        .map_err(|e| {
                         std::io::Error::new(
                             e.kind(),
                             format!("cannot run {}: {e} (apt-get install ldap-utils)", argv[0]),
                         )
                     })?;
-                if let (Some(text), Some(mut w)) = (input, child.stdin.take()) {
-                    w.write_all(&text)?;
-                }
-                let out = child.wait_with_output()?;
                 Ok(CommandOutput {
                     success: out.status.success(),
                     status: format!("exit code {}", out.status.code().unwrap_or(-1)),

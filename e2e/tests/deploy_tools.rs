@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
     OperatorProcess, TestNamespace, apply, client, condition, create_secret, get, install_crds,
-    kubectl, ok, wait, wait_for,
+    kubectl, ok, run_with_stdin, wait, wait_for,
 };
 use stagehand_simulators::http::FaultRule;
 use stagehand_simulators::provisioning::{self, ProvisioningConfig, ProvisioningSim};
@@ -118,20 +118,12 @@ fn waiters_bin() -> PathBuf {
 
 /// Runs a checker with `objects` (a JSON array) on stdin; its JSON array answer.
 fn check(program: &str, args: &[&str], objects: &Value) -> Vec<Value> {
-    let mut child = Command::new(waiters_bin().join(program))
-        .args(args)
-        .current_dir(root())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {program}: {e}"));
-    {
-        use std::io::Write as _;
-        let mut stdin = child.stdin.take().unwrap();
-        stdin.write_all(objects.to_string().as_bytes()).unwrap();
-    }
-    let out = child.wait_with_output().unwrap();
+    let out = run_with_stdin(
+        Command::new(waiters_bin().join(program))
+            .args(args)
+            .current_dir(root()),
+        Some(objects.to_string().as_bytes()),
+    );
     let stdout = ok(&format!("{program} {}", args.join(" ")), &out);
     serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{program}: not JSON ({e}): {stdout}"))
 }
