@@ -372,6 +372,29 @@ pub fn install_crds() {
     }
 }
 
+/// The `status.storedVersions` of the CRD `crd`.
+pub fn stored_versions(crd: &str) -> Vec<String> {
+    let crd_object = get_json(&["get", "crd", crd, "-o", "json"]);
+    match serde_json::from_value(crd_object["status"]["storedVersions"].clone()) {
+        Ok(versions) => versions,
+        Err(e) => panic!("{crd}: no storedVersions ({e}): {crd_object}"),
+    }
+}
+
+/// Deletes the CRD `crd` (if it exists) and waits (60 s) until it is gone.
+pub async fn delete_crd(crd: &str) {
+    let _ = kubectl(&["delete", "crd", crd, "--ignore-not-found", "--wait=false"]);
+    wait_for(
+        &format!("CRD {crd} to be deleted"),
+        Duration::from_secs(60),
+        || async {
+            let out = kubectl(&["get", "crd", crd, "--ignore-not-found", "-o", "name"]);
+            stdout(&out).trim().is_empty().then_some(())
+        },
+    )
+    .await;
+}
+
 /// `kubectl create secret generic NAME --from-literal=KEY=VALUE -n NS`; fails the test on
 /// error.
 pub fn create_secret(ns: &str, name: &str, key: &str, value: &str) {
@@ -407,13 +430,32 @@ pub fn apply(yaml: &str) {
 
 /// `kubectl get WHAT -n NS -o json`, parsed.
 pub fn get(ns: &str, what: &str) -> serde_json::Value {
-    match serde_json::from_str(&ok(
-        "kubectl get",
-        &kubectl(&["get", what, "-n", ns, "-o", "json"]),
-    )) {
+    get_json(&["get", what, "-n", ns, "-o", "json"])
+}
+
+fn get_json(args: &[&str]) -> serde_json::Value {
+    match serde_json::from_str(&ok("kubectl get", &kubectl(args))) {
         Ok(v) => v,
-        Err(e) => panic!("kubectl get {what}: not JSON: {e}"),
+        Err(e) => panic!("kubectl {}: not JSON: {e}", args.join(" ")),
     }
+}
+
+/// Waits (90 s) until the Ready condition of `what` (read with [`get`]) has the reason `want`;
+/// the object then.
+pub async fn reason_becomes(ns: &str, what: &str, want: &str) -> serde_json::Value {
+    wait_for(
+        &format!("{what} reason {want}"),
+        Duration::from_secs(90),
+        || async {
+            let obj = get(ns, what);
+            let has = obj["status"]["conditions"].as_array().is_some_and(|c| {
+                c.iter()
+                    .any(|c| c["type"] == "Ready" && c["reason"] == want)
+            });
+            has.then_some(obj)
+        },
+    )
+    .await
 }
 
 /// `kubectl wait --for=condition=COND` (90 s); on timeout the test fails showing the object.

@@ -4,7 +4,9 @@
 
 use serde_json::{Value, json};
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
-use stagehand_e2e::{TestNamespace, client, kubectl, kubectl_stdin, ok, stagehand, stderr, stdout};
+use stagehand_e2e::{
+    TestNamespace, client, get, install_crds, kubectl, kubectl_stdin, ok, stagehand, stderr, stdout,
+};
 
 fn install_current_crds() {
     let current = ok("crds", &stagehand(&["crds"]));
@@ -17,24 +19,7 @@ fn install_current_crds() {
         "server dry run",
         &kubectl_stdin(&["apply", "--dry-run=server", "-f", "-"], Some(&current)),
     );
-    ok(
-        "apply CRDs",
-        &kubectl_stdin(
-            &["apply", "--server-side", "--force-conflicts", "-f", "-"],
-            Some(&current),
-        ),
-    );
-    for crd in ["migrations.stagehand.dev", "migrationruns.stagehand.dev"] {
-        ok(
-            "wait",
-            &kubectl(&[
-                "wait",
-                "--for=condition=Established",
-                "--timeout=60s",
-                &format!("crd/{crd}"),
-            ]),
-        );
-    }
+    install_crds();
 }
 
 fn migration(ns: &str, name: &str, version: &str, versions: Value) -> String {
@@ -221,11 +206,7 @@ async fn an_object_no_operator_has_seen_reads_back_as_not_observed() {
         ("migration.v1beta1.stagehand.dev/opendesk", "v1beta1"),
         ("migration.v1alpha1.stagehand.dev/opendesk", "v1alpha1"),
     ] {
-        let got: serde_json::Value = serde_json::from_str(&ok(
-            "get",
-            &kubectl(&["get", kind, "-n", &ns.name, "-o", "json"]),
-        ))
-        .unwrap();
+        let got = get(&ns.name, kind);
         assert_eq!(got["metadata"]["generation"], 1, "{kind}");
         assert_eq!(
             got["status"]["observedGeneration"], -1,

@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
     OperatorProcess, TestNamespace, apply, client, condition, create_secret, get, install_crds,
-    kubectl, ok, run_with_stdin, wait, wait_for,
+    kubectl, ok, reason_becomes, run_with_stdin, wait, wait_for,
 };
 use stagehand_simulators::http::FaultRule;
 use stagehand_simulators::provisioning::{self, ProvisioningConfig, ProvisioningSim};
@@ -196,23 +196,6 @@ fn drop_subscription(sim: &ProvisioningSim, name: &str, tag: &str) -> Action {
             "provisioning": {"url": sim.api_url(), "username": "admin", "requestTimeoutSeconds": 60},
             "subscriptions": [name],
         }))
-}
-
-/// Waits until the object's Ready reason is `want`; returns it.
-async fn reason_becomes(ns: &str, what: &str, want: &str) -> Value {
-    wait_for(
-        &format!("{what} reason {want}"),
-        Duration::from_secs(90),
-        || async {
-            let obj = get(ns, what);
-            let has = obj["status"]["conditions"].as_array().is_some_and(|c| {
-                c.iter()
-                    .any(|c| c["type"] == "Ready" && c["reason"] == want)
-            });
-            has.then_some(obj)
-        },
-    )
-    .await
 }
 
 /// The object without what changes from one run to the next (uid, resourceVersion,

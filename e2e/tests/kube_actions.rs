@@ -11,7 +11,9 @@ use kube::Client;
 use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 use stagehand_actions::action::{Action, ActionContext, ActionError, Secrets};
-use stagehand_e2e::{TestNamespace, client, kubectl, kubectl_stdin, ok, stdout, wait_for};
+use stagehand_e2e::{
+    TestNamespace, client, delete_crd, kubectl, kubectl_stdin, ok, stored_versions, wait_for,
+};
 
 const GADGETS: &str = "gadgets.kubeactions.stagehand.dev";
 
@@ -460,25 +462,6 @@ async fn ox_connector_restart_brings_the_pods_back() {
     let after = wait_running(&client, &ns.name, "ox-connector", 2).await;
     let new_uid = after[0].metadata.uid.clone().unwrap();
     assert_ne!(old_uid, new_uid, "ox-connector-0 was not restarted");
-}
-
-async fn delete_crd(crd: &str) {
-    let _ = kubectl(&["delete", "crd", crd, "--ignore-not-found", "--wait=false"]);
-    wait_for(
-        &format!("CRD {crd} to be deleted"),
-        Duration::from_secs(60),
-        || async {
-            let out = kubectl(&["get", "crd", crd, "--ignore-not-found", "-o", "name"]);
-            stdout(&out).trim().is_empty().then_some(())
-        },
-    )
-    .await;
-}
-
-fn stored_versions(crd: &str) -> Vec<String> {
-    let v: Value =
-        serde_json::from_str(&ok("get crd", &kubectl(&["get", "crd", crd, "-o", "json"]))).unwrap();
-    serde_json::from_value(v["status"]["storedVersions"].clone()).unwrap()
 }
 
 #[tokio::test]

@@ -9,8 +9,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
-    OperatorProcess, TestNamespace, apply, client, get, install_crds, kubectl, ok, running_pods,
-    statefulset, wait, wait_for,
+    OperatorProcess, TestNamespace, apply, client, create_secret, get, install_crds, kubectl, ok,
+    running_pods, statefulset, wait, wait_for,
 };
 
 fn run(ns: &str, name: &str, stage: &str, dry_run: bool) -> String {
@@ -55,17 +55,11 @@ async fn pre_and_post_runs_scale_the_connector_and_footprints_stop_a_second_run(
     install_crds();
     let ns = TestNamespace::new(&client, "op-kube").await;
     let secret_value = format!("s3cr3t-{}-value", std::process::id());
-    ok(
-        "secret",
-        &kubectl(&[
-            "create",
-            "secret",
-            "generic",
-            "cache-intercom-service-password",
-            "-n",
-            &ns.name,
-            &format!("--from-literal=password={secret_value}"),
-        ]),
+    create_secret(
+        &ns.name,
+        "cache-intercom-service-password",
+        "password",
+        &secret_value,
     );
     apply(&statefulset(&ns.name, "ox-connector", 2));
     running_pods(&ns.name, "ox-connector", 2).await;
@@ -174,18 +168,7 @@ async fn a_killed_operator_s_run_is_finished_by_the_next_without_repeating() {
     let client = client().await;
     install_crds();
     let ns = TestNamespace::new(&client, "op-kill").await;
-    ok(
-        "secret",
-        &kubectl(&[
-            "create",
-            "secret",
-            "generic",
-            "cache-intercom-service-password",
-            "-n",
-            &ns.name,
-            "--from-literal=password=x",
-        ]),
-    );
+    create_secret(&ns.name, "cache-intercom-service-password", "password", "x");
     apply(&statefulset(&ns.name, "first", 1));
     apply(&statefulset(&ns.name, "ox-connector", 1));
     running_pods(&ns.name, "first", 1).await;
@@ -313,18 +296,7 @@ async fn the_standby_finishes_the_run_of_a_leader_stopped_mid_action() {
     let client = client().await;
     install_crds();
     let ns = TestNamespace::new(&client, "op-handover").await;
-    ok(
-        "secret",
-        &kubectl(&[
-            "create",
-            "secret",
-            "generic",
-            "cache-intercom-service-password",
-            "-n",
-            &ns.name,
-            "--from-literal=password=x",
-        ]),
-    );
+    create_secret(&ns.name, "cache-intercom-service-password", "password", "x");
     apply(&statefulset(&ns.name, "ox-connector", 1));
     running_pods(&ns.name, "ox-connector", 1).await;
     ok(

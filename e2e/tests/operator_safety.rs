@@ -15,7 +15,7 @@ use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::slapd::{BASE_DN, ROOT_PASSWORD, Slapd, SlapdOptions};
 use stagehand_e2e::{
     OperatorProcess, TestNamespace, apply, client, condition, create_secret, get, install_crds,
-    kubectl, kubectl_stdin, ok, running_pods, statefulset, stdout, wait, wait_for,
+    kubectl, kubectl_stdin, ok, reason_becomes, running_pods, statefulset, stdout, wait, wait_for,
 };
 use stagehand_simulators::http::FaultRule;
 use stagehand_simulators::provisioning::{self, ProvisioningConfig, ProvisioningSim};
@@ -102,23 +102,6 @@ fn time(obj: &Value, field: &str) -> Timestamp {
         .unwrap_or_else(|| panic!("no {field} in {obj}"))
         .parse()
         .unwrap()
-}
-
-/// Waits until the run's Ready reason is `want`.
-async fn reason_becomes(ns: &str, what: &str, want: &str) -> Value {
-    wait_for(
-        &format!("{what} reason {want}"),
-        Duration::from_secs(90),
-        || async {
-            let obj = get(ns, what);
-            let has = obj["status"]["conditions"].as_array().is_some_and(|c| {
-                c.iter()
-                    .any(|c| c["type"] == "Ready" && c["reason"] == want)
-            });
-            has.then_some(obj)
-        },
-    )
-    .await
 }
 
 /// Waits until the run's first action has started.

@@ -11,8 +11,8 @@ use std::process::Command;
 use serde_json::Value;
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
-    OperatorProcess, TestNamespace, apply, client, get, install_crds, kubectl, kubectl_stdin, ok,
-    running_pods, stagehand, statefulset, wait,
+    OperatorProcess, TestNamespace, apply, client, create_secret, get, install_crds, kubectl,
+    kubectl_stdin, ok, running_pods, stagehand, statefulset, wait,
 };
 
 /// The three comment lines on top of `deploy/manifests/stagehand.yaml`.
@@ -192,17 +192,11 @@ fn service_account_kubeconfig(ns: &str, account: &str) -> String {
 /// A StatefulSet of `replicas` pods on the kwok node, and a Migration whose pre stage scales
 /// it to 0 (reading a Secret through secretFiles), and its pre run.
 async fn workload_and_migration(ns: &str) {
-    ok(
-        "secret",
-        &kubectl(&[
-            "create",
-            "secret",
-            "generic",
-            "cache-intercom-service-password",
-            "-n",
-            ns,
-            "--from-literal=password=rbac-test",
-        ]),
+    create_secret(
+        ns,
+        "cache-intercom-service-password",
+        "password",
+        "rbac-test",
     );
     apply(&statefulset(ns, "ox-connector", 2));
     running_pods(ns, "ox-connector", 2).await;

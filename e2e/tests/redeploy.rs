@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
-    OperatorProcess, TestNamespace, apply, client, install_crds, kubectl, kubectl_stdin, ok,
+    OperatorProcess, TestNamespace, apply, client, get, install_crds, kubectl_stdin, ok,
     running_pods, statefulset, wait,
 };
 
@@ -26,12 +26,10 @@ fn migration(ns: &str) -> String {
 }
 
 fn runs(ns: &str) -> Vec<Value> {
-    let out = ok(
-        "list runs",
-        &kubectl(&["get", "migrationruns", "-n", ns, "-o", "json"]),
-    );
-    let list: Value = serde_json::from_str(&out).unwrap();
-    list["items"].as_array().unwrap().clone()
+    get(ns, "migrationruns")["items"]
+        .as_array()
+        .unwrap()
+        .clone()
 }
 
 fn decisions(run: &Value) -> Vec<(String, String)> {
@@ -72,11 +70,7 @@ async fn each_deployment_runs_untagged_actions_again_and_old_runs_are_deleted() 
         );
         let name = created.trim().to_string();
         wait(&ns.name, &name, "Ready");
-        let run: Value = serde_json::from_str(&ok(
-            "get run",
-            &kubectl(&["get", &name, "-n", &ns.name, "-o", "json"]),
-        ))
-        .unwrap();
+        let run = get(&ns.name, &name);
         let expected_tagged = if deployment == 1 {
             ("Succeeded", "InWindow")
         } else {

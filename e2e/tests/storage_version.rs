@@ -5,40 +5,16 @@
 
 use std::time::Duration;
 
-use serde_json::Value;
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
-    OperatorProcess, TestNamespace, client, kubectl, kubectl_stdin, ok, stagehand, stderr, stdout,
-    wait_for,
+    OperatorProcess, TestNamespace, client, delete_crd, get, kubectl, kubectl_stdin, ok, stagehand,
+    stderr, stdout, stored_versions, wait_for,
 };
 
 /// Both tests replace cluster-scoped CRDs; they run one at a time.
 static CLUSTER_SCOPED: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 const TUNNELS: &str = "tunnels.net.labhub.io";
-
-fn json(out: &std::process::Output, what: &str) -> Value {
-    serde_json::from_str(&ok(what, out)).unwrap()
-}
-
-fn stored_versions(crd: &str) -> Vec<String> {
-    let v = json(&kubectl(&["get", "crd", crd, "-o", "json"]), "get crd");
-    serde_json::from_value(v["status"]["storedVersions"].clone()).unwrap()
-}
-
-/// Deletes a CRD and waits until it is gone.
-async fn delete_crd(crd: &str) {
-    let _ = kubectl(&["delete", "crd", crd, "--ignore-not-found", "--wait=false"]);
-    wait_for(
-        &format!("CRD {crd} to be deleted"),
-        Duration::from_secs(60),
-        || async {
-            let out = kubectl(&["get", "crd", crd, "--ignore-not-found", "-o", "name"]);
-            stdout(&out).trim().is_empty().then_some(())
-        },
-    )
-    .await;
-}
 
 /// Step 4 of the lab: v1alpha1 stops being, and v1beta1 becomes, the storage version.
 fn flip_storage(crd: &str) {
@@ -129,18 +105,7 @@ async fn the_lab_replayed_against_the_api_server() {
     assert_eq!(stored_versions(TUNNELS), ["v1alpha1"]);
 
     // 3. Read through v1beta1: new apiVersion, no mtu (defaults apply when written).
-    let east = json(
-        &kubectl(&[
-            "get",
-            "tunnels.v1beta1.net.labhub.io",
-            "t-east",
-            "-n",
-            &ns.name,
-            "-o",
-            "json",
-        ]),
-        "get",
-    );
+    let east = get(&ns.name, "tunnels.v1beta1.net.labhub.io/t-east");
     assert_eq!(east["apiVersion"], "net.labhub.io/v1beta1");
     assert_eq!(
         east["spec"].get("mtu"),
@@ -192,18 +157,7 @@ async fn the_lab_replayed_against_the_api_server() {
         stdout(&migrated)
     );
     for name in ["t-east", "t-west"] {
-        let t = json(
-            &kubectl(&[
-                "get",
-                "tunnels.v1beta1.net.labhub.io",
-                name,
-                "-n",
-                &ns.name,
-                "-o",
-                "json",
-            ]),
-            "get",
-        );
+        let t = get(&ns.name, &format!("tunnels.v1beta1.net.labhub.io/{name}"));
         assert_eq!(
             t["spec"]["mtu"], 1400,
             "{name} was rewritten through v1beta1: {t}"
@@ -245,18 +199,7 @@ async fn the_lab_replayed_against_the_api_server() {
             || message.contains("NotFound"),
         "{message}"
     );
-    let east = json(
-        &kubectl(&[
-            "get",
-            "tunnels.v1beta1.net.labhub.io",
-            "t-east",
-            "-n",
-            &ns.name,
-            "-o",
-            "json",
-        ]),
-        "get",
-    );
+    let east = get(&ns.name, "tunnels.v1beta1.net.labhub.io/t-east");
     assert_eq!(east["spec"]["endpoint"], "10.30.0.11");
 
     // The check: MIGRATED, exit 0, the same answer however often it runs.
@@ -288,18 +231,7 @@ async fn the_lab_replayed_against_the_api_server() {
             r#"[{"op":"remove","path":"/spec/versions/0"}]"#,
         ]),
     );
-    let east = json(
-        &kubectl(&[
-            "get",
-            "tunnels.v1beta1.net.labhub.io",
-            "t-east",
-            "-n",
-            &ns.name,
-            "-o",
-            "json",
-        ]),
-        "get",
-    );
+    let east = get(&ns.name, "tunnels.v1beta1.net.labhub.io/t-east");
     assert_eq!(east["spec"]["mtu"], 1400);
     drop(ns);
     delete_crd(TUNNELS).await;
@@ -471,18 +403,7 @@ async fn own_crds_migrate_from_v1alpha1_storage() {
         assert!(stdout(&status).ends_with("PENDING v1alpha1\n"));
     }
     // Before the rewrite, the new defaults are not stored.
-    let run = json(
-        &kubectl(&[
-            "get",
-            "migrationruns.v1beta1.stagehand.dev",
-            "opendesk-pre",
-            "-n",
-            &ns.name,
-            "-o",
-            "json",
-        ]),
-        "get",
-    );
+    let run = get(&ns.name, "migrationruns.v1beta1.stagehand.dev/opendesk-pre");
     assert_eq!(run["spec"].get("waitTimeoutSeconds"), None, "{run}");
 
     for crd in crds {
@@ -495,32 +416,10 @@ async fn own_crds_migrate_from_v1alpha1_storage() {
         );
         assert_eq!(stored_versions(crd), ["v1beta1"]);
     }
-    let run = json(
-        &kubectl(&[
-            "get",
-            "migrationruns.v1beta1.stagehand.dev",
-            "opendesk-pre",
-            "-n",
-            &ns.name,
-            "-o",
-            "json",
-        ]),
-        "get",
-    );
+    let run = get(&ns.name, "migrationruns.v1beta1.stagehand.dev/opendesk-pre");
     assert_eq!(run["apiVersion"], "stagehand.dev/v1beta1");
     assert_eq!(run["spec"]["waitTimeoutSeconds"], 3600, "{run}");
-    let mig = json(
-        &kubectl(&[
-            "get",
-            "migrations.v1beta1.stagehand.dev",
-            "opendesk",
-            "-n",
-            &ns.name,
-            "-o",
-            "json",
-        ]),
-        "get",
-    );
+    let mig = get(&ns.name, "migrations.v1beta1.stagehand.dev/opendesk");
     assert_eq!(mig["spec"]["suspend"], false, "{mig}");
     assert_eq!(mig["spec"]["actions"]["pre"][0]["id"], "workload_scale");
     // The spec stays immutable (the rewrite above was allowed to add the new default).
@@ -595,18 +494,7 @@ async fn the_operator_migrates_its_own_crds_at_start_up() {
         )
         .await;
     }
-    let run = json(
-        &kubectl(&[
-            "get",
-            "migrationruns.v1beta1.stagehand.dev",
-            "pre",
-            "-n",
-            &ns.name,
-            "-o",
-            "json",
-        ]),
-        "get",
-    );
+    let run = get(&ns.name, "migrationruns.v1beta1.stagehand.dev/pre");
     assert_eq!(
         run["spec"]["waitTimeoutSeconds"], 3600,
         "rewritten through v1beta1: {run}"
