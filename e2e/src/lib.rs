@@ -177,6 +177,18 @@ pub fn try_run_with_stdin(cmd: &mut Command, input: Option<&[u8]>) -> std::io::R
     child.wait_with_output()
 }
 
+/// The multi-threaded runtime of the bench binary `program`. When it cannot be built the error
+/// is printed (`PROGRAM: ERROR`) and `Err` is the exit code to return.
+pub fn bench_runtime(program: &str) -> Result<tokio::runtime::Runtime, std::process::ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("{program}: {e}");
+            std::process::ExitCode::FAILURE
+        })
+}
+
 /// Standard output as text.
 pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
