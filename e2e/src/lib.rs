@@ -372,16 +372,53 @@ pub fn install_crds() {
         ),
     );
     for crd in ["migrations.stagehand.dev", "migrationruns.stagehand.dev"] {
-        ok(
-            "wait",
-            &kubectl(&[
-                "wait",
-                "--for=condition=Established",
-                "--timeout=60s",
-                &format!("crd/{crd}"),
-            ]),
-        );
+        wait_established(crd);
     }
+}
+
+/// Waits (60 s) until the CRD `crd` is Established; fails the test otherwise.
+pub fn wait_established(crd: &str) {
+    ok(
+        "wait Established",
+        &kubectl(&[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            &format!("crd/{crd}"),
+        ]),
+    );
+}
+
+/// Holds pod `pod` in `ns` with the finalizer `example.com/hold`: deleted, it stays
+/// Terminating until [`release_pod`].
+pub fn hold_pod(ns: &str, pod: &str) {
+    ok(
+        "hold",
+        &kubectl(&[
+            "patch",
+            "pod",
+            pod,
+            "-n",
+            ns,
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"finalizers":["example.com/hold"]}}"#,
+        ]),
+    );
+}
+
+/// Removes the finalizers of pod `pod` in `ns` (see [`hold_pod`]); kubectl's answer.
+pub fn release_pod(ns: &str, pod: &str) -> Output {
+    kubectl(&[
+        "patch",
+        "pod",
+        pod,
+        "-n",
+        ns,
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+    ])
 }
 
 /// The `status.storedVersions` of the CRD `crd`.

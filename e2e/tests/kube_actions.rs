@@ -12,7 +12,8 @@ use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 use stagehand_actions::action::{Action, ActionContext, ActionError, Secrets};
 use stagehand_e2e::{
-    TestNamespace, client, delete_crd, kubectl, kubectl_stdin, ok, stored_versions, wait_for,
+    TestNamespace, client, delete_crd, hold_pod, kubectl, kubectl_stdin, ok, release_pod,
+    stored_versions, wait_established, wait_for,
 };
 
 const GADGETS: &str = "gadgets.kubeactions.stagehand.dev";
@@ -242,35 +243,14 @@ async fn a_pod_that_does_not_go_fails_the_scale_down_naming_it() {
     let ctx = ctx(&client, &ns);
     statefulset(&ns.name, "hold", 1);
     wait_running(&client, &ns.name, "hold", 1).await;
-    ok(
-        "add finalizer",
-        &kubectl(&[
-            "patch",
-            "pod",
-            "hold-0",
-            "-n",
-            &ns.name,
-            "--type=merge",
-            "-p",
-            r#"{"metadata":{"finalizers":["example.com/hold"]}}"#,
-        ]),
-    );
+    hold_pod(&ns.name, "hold-0");
 
     let down = action("workload_scale", scale_config("StatefulSet", "hold", 0, 3));
     let started = Instant::now();
     let result = down.apply(&ctx).await;
     let took = started.elapsed();
     // Let the pod go before asserting, so that the namespace can be cleaned up either way.
-    let _ = kubectl(&[
-        "patch",
-        "pod",
-        "hold-0",
-        "-n",
-        &ns.name,
-        "--type=json",
-        "-p",
-        r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
-    ]);
+    let _ = release_pod(&ns.name, "hold-0");
 
     let err = match result {
         Ok(o) => panic!("scale-down with a stuck pod succeeded: {o:?}"),
@@ -482,15 +462,7 @@ async fn crd_storage_version_migrate_plans_then_prunes() {
             Some(include_str!("fixtures/kube-actions-gadgets-crd.yaml")),
         ),
     );
-    ok(
-        "wait Established",
-        &kubectl(&[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            &format!("crd/{GADGETS}"),
-        ]),
-    );
+    wait_established(GADGETS);
     for name in ["one", "two"] {
         apply_yaml(
             &ns.name,

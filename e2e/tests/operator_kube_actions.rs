@@ -9,8 +9,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
-    OperatorProcess, TestNamespace, apply, client, create_secret, get, install_crds, kubectl, ok,
-    running_pods, statefulset, wait, wait_for,
+    OperatorProcess, TestNamespace, apply, client, create_secret, get, hold_pod, install_crds,
+    kubectl, ok, release_pod, running_pods, statefulset, wait, wait_for,
 };
 
 fn run(ns: &str, name: &str, stage: &str, dry_run: bool) -> String {
@@ -174,19 +174,7 @@ async fn a_killed_operator_s_run_is_finished_by_the_next_without_repeating() {
     running_pods(&ns.name, "first", 1).await;
     running_pods(&ns.name, "ox-connector", 1).await;
     // ox-connector-0 cannot go away until the test lets it: the run is held inside action 1.
-    ok(
-        "hold",
-        &kubectl(&[
-            "patch",
-            "pod",
-            "ox-connector-0",
-            "-n",
-            &ns.name,
-            "--type=merge",
-            "-p",
-            r#"{"metadata":{"finalizers":["example.com/hold"]}}"#,
-        ]),
-    );
+    hold_pod(&ns.name, "ox-connector-0");
     // Action 0 is untagged: only the run's own status keeps it from running twice.
     apply(
         &migration(&ns.name)
@@ -212,19 +200,7 @@ async fn a_killed_operator_s_run_is_finished_by_the_next_without_repeating() {
     let first_log = first_operator.logs();
 
     // Let the pod go, and start a new operator: it finishes the run.
-    ok(
-        "release",
-        &kubectl(&[
-            "patch",
-            "pod",
-            "ox-connector-0",
-            "-n",
-            &ns.name,
-            "--type=json",
-            "-p",
-            r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
-        ]),
-    );
+    ok("release", &release_pod(&ns.name, "ox-connector-0"));
     let _second_operator = OperatorProcess::start(&ns.name);
     wait(&ns.name, "migrationrun/pre", "Ready");
     let after = get(&ns.name, "migrationrun/pre");
@@ -299,19 +275,7 @@ async fn the_standby_finishes_the_run_of_a_leader_stopped_mid_action() {
     create_secret(&ns.name, "cache-intercom-service-password", "password", "x");
     apply(&statefulset(&ns.name, "ox-connector", 1));
     running_pods(&ns.name, "ox-connector", 1).await;
-    ok(
-        "hold",
-        &kubectl(&[
-            "patch",
-            "pod",
-            "ox-connector-0",
-            "-n",
-            &ns.name,
-            "--type=merge",
-            "-p",
-            r#"{"metadata":{"finalizers":["example.com/hold"]}}"#,
-        ]),
-    );
+    hold_pod(&ns.name, "ox-connector-0");
     apply(&migration(&ns.name).pre(scale_down()).to_yaml());
     let config = stagehand_e2e::kubeconfig();
     let args = |id: &'static str| {
@@ -348,19 +312,7 @@ async fn the_standby_finishes_the_run_of_a_leader_stopped_mid_action() {
         stopped["status"]["actions"][0]["decision"], "Run",
         "interrupted, not failed: {stopped}"
     );
-    ok(
-        "release",
-        &kubectl(&[
-            "patch",
-            "pod",
-            "ox-connector-0",
-            "-n",
-            &ns.name,
-            "--type=json",
-            "-p",
-            r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
-        ]),
-    );
+    ok("release", &release_pod(&ns.name, "ox-connector-0"));
     wait_for("replica-b to lead", Duration::from_secs(60), || async {
         (lease_holder(&ns.name) == "replica-b").then_some(())
     })

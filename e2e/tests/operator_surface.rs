@@ -12,7 +12,7 @@ use serde_json::Value;
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
     OperatorProcess, TestNamespace, client, install_crds, kubeconfig, kubectl, kubectl_stdin, ok,
-    wait_for,
+    wait_for, wait_up_to,
 };
 
 /// `GET path` on `address`; the status code and body, or `None` if it cannot connect.
@@ -156,16 +156,11 @@ async fn probes_and_metrics_answer_on_free_ports() {
     ]
     .join("---\n");
     ok("apply", &kubectl_stdin(&["apply", "-f", "-"], Some(&run)));
-    ok(
-        "wait",
-        &kubectl(&[
-            "wait",
-            "--for=condition=Ready",
-            "--timeout=60s",
-            "migrationrun/pre",
-            "-n",
-            &ns.name,
-        ]),
+    wait_up_to(
+        &ns.name,
+        "migrationrun/pre",
+        "Ready",
+        Duration::from_secs(60),
     );
     let (status, body) = http_get(&metrics, "/metrics").unwrap();
     assert_eq!(status, 200, "/metrics");

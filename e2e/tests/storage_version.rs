@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
-    OperatorProcess, TestNamespace, client, delete_crd, get, kubectl, kubectl_stdin, ok, stagehand,
-    stderr, stdout, stored_versions, wait_for,
+    OperatorProcess, TestNamespace, client, delete_crd, get, install_crds, kubectl, kubectl_stdin,
+    ok, stagehand, stderr, stdout, stored_versions, wait_established, wait_for, wait_up_to,
 };
 
 /// Both tests replace cluster-scoped CRDs; they run one at a time.
@@ -49,18 +49,6 @@ async fn install_v1alpha1_only_crds() {
     for crd in OWN_CRDS {
         wait_established(crd);
     }
-}
-
-fn wait_established(crd: &str) {
-    ok(
-        "wait Established",
-        &kubectl(&[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            &format!("crd/{crd}"),
-        ]),
-    );
 }
 
 #[tokio::test]
@@ -387,16 +375,8 @@ async fn own_crds_migrate_from_v1alpha1_storage() {
     ok("create v1alpha1 objects", &created);
 
     // Upgrade to the current CRDs: v1beta1 becomes the storage version.
-    let current = ok("crds", &stagehand(&["crds"]));
-    ok(
-        "apply current CRDs",
-        &kubectl_stdin(
-            &["apply", "--server-side", "--force-conflicts", "-f", "-"],
-            Some(&current),
-        ),
-    );
+    install_crds();
     for crd in crds {
-        wait_established(crd);
         assert_eq!(stored_versions(crd), ["v1alpha1", "v1beta1"]);
         let status = stagehand(&["storage-status", crd]);
         assert_eq!(status.status.code(), Some(1));
@@ -473,16 +453,8 @@ async fn the_operator_migrates_its_own_crds_at_start_up() {
         "create v1alpha1 objects",
         &kubectl_stdin(&["apply", "-f", "-"], Some(&objects)),
     );
-    let current = ok("crds", &stagehand(&["crds"]));
-    ok(
-        "apply current CRDs",
-        &kubectl_stdin(
-            &["apply", "--server-side", "--force-conflicts", "-f", "-"],
-            Some(&current),
-        ),
-    );
+    install_crds();
     for crd in crds {
-        wait_established(crd);
         assert_eq!(stored_versions(crd), ["v1alpha1", "v1beta1"]);
     }
     let operator = OperatorProcess::start(&ns.name);
@@ -500,16 +472,11 @@ async fn the_operator_migrates_its_own_crds_at_start_up() {
         "rewritten through v1beta1: {run}"
     );
     // ... and then it ran the (fresh installation) pre run.
-    ok(
-        "wait",
-        &kubectl(&[
-            "wait",
-            "--for=condition=Ready",
-            "--timeout=60s",
-            "migrationrun/pre",
-            "-n",
-            &ns.name,
-        ]),
+    wait_up_to(
+        &ns.name,
+        "migrationrun/pre",
+        "Ready",
+        Duration::from_secs(60),
     );
     let logs = operator.logs();
     assert!(
