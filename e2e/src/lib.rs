@@ -531,6 +531,15 @@ pub fn wait_up_to(ns: &str, what: &str, condition: &str, timeout: Duration) {
     );
 }
 
+/// `spec.replicas` of StatefulSet `sts` in `ns`.
+pub fn replicas(ns: &str, sts: &str) -> u64 {
+    let object = get(ns, &format!("statefulset/{sts}"));
+    match object["spec"]["replicas"].as_u64() {
+        Some(n) => n,
+        None => panic!("statefulset/{sts} has no spec.replicas: {object}"),
+    }
+}
+
 /// A StatefulSet whose pods (label `app: NAME`) the kwok node runs.
 pub fn statefulset(ns: &str, name: &str, replicas: u32) -> String {
     format!(

@@ -10,20 +10,8 @@ use serde_json::Value;
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
     OperatorProcess, TestNamespace, apply, client, condition, get, install_crds, kubectl, ok,
-    running_pods, stagehand_stdin, statefulset, stderr, stdout, wait, wait_for,
+    replicas, running_pods, stagehand_stdin, statefulset, stderr, stdout, wait, wait_for,
 };
-
-fn replicas(ns: &str, sts: &str) -> String {
-    stdout(&kubectl(&[
-        "get",
-        "statefulset",
-        sts,
-        "-n",
-        ns,
-        "-o",
-        "jsonpath={.spec.replicas}",
-    ]))
-}
 
 /// `stagehand approve ARGS` with `input` on stdin.
 fn approve(args: &[&str], input: &str) -> std::process::Output {
@@ -91,7 +79,7 @@ async fn a_manual_run_waits_for_the_approval_of_its_own_plan() {
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(
         replicas(&ns.name, "ums"),
-        "2",
+        2,
         "nothing changed before the approval"
     );
 
@@ -113,7 +101,7 @@ async fn a_manual_run_waits_for_the_approval_of_its_own_plan() {
     )
     .await;
     assert_eq!(condition(&run, "Ready")["reason"], "AwaitingApproval");
-    assert_eq!(replicas(&ns.name, "ums"), "2");
+    assert_eq!(replicas(&ns.name, "ums"), 2);
 
     // `stagehand approve`: a digest the reviewer did not see, and no confirmation, approve
     // nothing; each prints the plan first.
@@ -137,7 +125,7 @@ async fn a_manual_run_waits_for_the_approval_of_its_own_plan() {
     let out = approve(&["migrationrun/pre", "-n", &ns.name], "n\n");
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("not confirmed"), "{}", stderr(&out));
-    assert_eq!(replicas(&ns.name, "ums"), "2");
+    assert_eq!(replicas(&ns.name, "ums"), 2);
     let out = approve(&["pod/x"], "");
     assert_eq!(out.status.code(), Some(2));
 
@@ -150,7 +138,7 @@ async fn a_manual_run_waits_for_the_approval_of_its_own_plan() {
         stdout(&out)
     );
     wait(&ns.name, "migrationrun/pre", "Ready");
-    assert_eq!(replicas(&ns.name, "ums"), "0", "the approved plan ran");
+    assert_eq!(replicas(&ns.name, "ums"), 0, "the approved plan ran");
     let run = get(&ns.name, "migrationrun/pre");
     assert_eq!(
         run["metadata"]["annotations"]["stagehand.dev/approve-plan"], digest,

@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 use stagehand_e2e::manifests::{Action, yaml};
 use stagehand_e2e::{
     OperatorProcess, TestNamespace, apply, client, condition, get, install_crds, kubeconfig,
-    kubectl, ok, running_pods, statefulset, stdout,
+    kubectl, ok, replicas, running_pods, statefulset, stdout,
 };
 
 const CHART: &str = "deploy/charts/stagehand-migration";
@@ -413,11 +413,6 @@ async fn a_redeployment_creates_a_new_run_tagged_actions_once_untagged_every_tim
     let pre = [scale("ox-connector", 0, true), scale("sessions", 0, false)];
     let values = values(&dir, "pre", "pre", true, &pre);
     let _operator = OperatorProcess::start(&ns.name);
-    let replicas = |sts: &str| {
-        get(&ns.name, &format!("statefulset/{sts}"))["spec"]["replicas"]
-            .as_u64()
-            .unwrap()
-    };
 
     let mut names = Vec::new();
     for (i, verb) in ["install", "upgrade"].into_iter().enumerate() {
@@ -499,11 +494,15 @@ async fn a_redeployment_creates_a_new_run_tagged_actions_once_untagged_every_tim
         "{second}"
     );
     assert_eq!(
-        replicas("ox-connector"),
+        replicas(&ns.name, "ox-connector"),
         1,
         "the tagged scale-down did not run again"
     );
-    assert_eq!(replicas("sessions"), 0, "the untagged scale-down ran again");
+    assert_eq!(
+        replicas(&ns.name, "sessions"),
+        0,
+        "the untagged scale-down ran again"
+    );
 }
 
 /// Issue 3, Helm 3: its `--wait` does not look at custom resources, so it returns while the run

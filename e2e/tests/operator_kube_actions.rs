@@ -10,19 +10,13 @@ use serde_json::{Value, json};
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
     OperatorProcess, TestNamespace, apply, client, create_secret, get, hold_pod, install_crds,
-    kubectl, ok, release_pod, running_pods, statefulset, wait, wait_for,
+    kubectl, ok, release_pod, replicas, running_pods, statefulset, wait, wait_for,
 };
 
 fn run(ns: &str, name: &str, stage: &str, dry_run: bool) -> String {
     MigrationRun::new(ns, name, stage)
         .dry_run(dry_run)
         .to_yaml()
-}
-
-fn replicas(ns: &str, name: &str) -> u64 {
-    get(ns, &format!("statefulset/{name}"))["spec"]["replicas"]
-        .as_u64()
-        .unwrap()
 }
 
 /// The Migration adopting v1.17.3 whose post stage restarts ox-connector; the tests add the pre

@@ -15,7 +15,8 @@ use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::slapd::{BASE_DN, ROOT_PASSWORD, Slapd, SlapdOptions};
 use stagehand_e2e::{
     OperatorProcess, TestNamespace, apply, client, condition, create_secret, get, install_crds,
-    kubectl, kubectl_stdin, ok, reason_becomes, running_pods, statefulset, stdout, wait, wait_for,
+    kubectl, kubectl_stdin, ok, reason_becomes, replicas, running_pods, statefulset, stdout, wait,
+    wait_for,
 };
 use stagehand_simulators::http::FaultRule;
 use stagehand_simulators::provisioning::{self, ProvisioningConfig, ProvisioningSim};
@@ -65,12 +66,6 @@ fn reason(obj: &Value) -> String {
         .as_str()
         .unwrap_or_default()
         .to_string()
-}
-
-fn replicas(ns: &str, sts: &str) -> u64 {
-    get(ns, &format!("statefulset/{sts}"))["spec"]["replicas"]
-        .as_u64()
-        .unwrap()
 }
 
 fn deletes(sim: &ProvisioningSim) -> Vec<String> {
