@@ -22,6 +22,7 @@ use stagehand_config::ObjectStore;
 use stagehand_simulators::ox::{self, OxConfig, OxSim};
 use stagehand_simulators::udm::{self, StoredObject, UdmConfig, UdmSim};
 
+use crate::manifests::{Action, Migration};
 use crate::minio::{BUCKET, Minio, MinioOptions};
 
 /// The export's id.
@@ -628,46 +629,35 @@ impl World {
         let store = self.ctx.object_store.clone().unwrap_or_else(|| {
             panic!("the world has an object store");
         });
-        let config = |c: Value| serde_json::to_string(&c).unwrap_or_default();
-        format!(
-            r#"apiVersion: stagehand.dev/v1beta1
-kind: Migration
-metadata: {{name: opendesk, namespace: {ns}}}
-spec:
-  releaseVersion: "v1.18.0"
-  installedRelease: "v1.17.3"
-  secretFiles:
-    - name: udm-admin-password
-      secret: {{name: ums-ldap-server-admin, key: password}}
-    - name: ox-master-password
-      secret: {{name: opendesk-ox-admin-password, key: password}}
-    - name: objectstore-migrations-secret-key
-      secret: {{name: objectstore-migrations-secret-key, key: secretKey}}
-  objectStore:
-    endpoint: "{endpoint}"
-    bucket: {BUCKET}
-    pathStyle: true
-    accessKeyId: "{access}"
-    secretKeyFile: objectstore-migrations-secret-key
-  actions:
-    pre:
-      - id: {EXPORT}
-        tag: "v1.18.0"
-        runMode: apply
-        versions: {{minimum: "v1.15", from: "v1.15", to: "v1.17"}}
-        config: {export}
-    post:
-      - id: {IMPORT}
-        tag: "v1.18.0"
-        runMode: apply
-        versions: {{minimum: "v1.15", from: "v1.15", to: "v1.17"}}
-        config: {import}
-"#,
-            endpoint = store.endpoint,
-            access = store.access_key_id,
-            export = config(self.export_config(json!({}))),
-            import = config(self.import_config(json!({}))),
-        )
+        let action = |id: &str, config: Value| {
+            Action::new(id)
+                .tag("v1.18.0")
+                .run_mode("apply")
+                .config(config)
+        };
+        Migration::new(ns)
+            .installed("v1.17.3")
+            .secret_file("udm-admin-password", "ums-ldap-server-admin", "password")
+            .secret_file(
+                "ox-master-password",
+                "opendesk-ox-admin-password",
+                "password",
+            )
+            .secret_file(
+                "objectstore-migrations-secret-key",
+                "objectstore-migrations-secret-key",
+                "secretKey",
+            )
+            .object_store(json!({
+                "endpoint": store.endpoint,
+                "bucket": BUCKET,
+                "pathStyle": true,
+                "accessKeyId": store.access_key_id,
+                "secretKeyFile": "objectstore-migrations-secret-key",
+            }))
+            .pre(action(EXPORT, self.export_config(json!({}))))
+            .post(action(IMPORT, self.import_config(json!({}))))
+            .to_yaml()
     }
 
     /// The planning phase of `id` (as a dry run does).
@@ -889,11 +879,4 @@ pub fn merge(mut base: Value, extra: Value) -> Value {
         }
     }
     base
-}
-
-/// A MigrationRun `name` of the Migration `opendesk` in `ns` for `stage` of release v1.18.0.
-pub fn migration_run(ns: &str, name: &str, stage: &str) -> String {
-    format!(
-        "apiVersion: stagehand.dev/v1beta1\nkind: MigrationRun\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {{migrationRef: opendesk, stage: {stage}, release: v1.18.0}}\n"
-    )
 }

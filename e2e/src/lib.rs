@@ -6,6 +6,7 @@
 
 pub mod functional_accounts;
 pub mod local_server;
+pub mod manifests;
 pub mod minio;
 pub mod redis;
 pub mod slapd;
@@ -67,7 +68,7 @@ pub fn kubectl_stdin(args: &[&str], input: Option<&str>) -> Output {
         Command::new("kubectl")
             .env("KUBECONFIG", kubeconfig())
             .args(args),
-        input,
+        input.map(str::as_bytes),
     )
 }
 
@@ -145,11 +146,21 @@ pub fn stagehand_stdin(args: &[&str], input: &str) -> Output {
         Command::new(stagehand_bin())
             .env("KUBECONFIG", kubeconfig())
             .args(args),
-        Some(input),
+        Some(input.as_bytes()),
     )
 }
 
-fn run_with_stdin(cmd: &mut Command, input: Option<&str>) -> Output {
+/// Runs `cmd` to its end with `input` on its standard input (without: `/dev/null`), capturing
+/// its standard output and error; fails the test when it cannot be run or fed.
+pub fn run_with_stdin(cmd: &mut Command, input: Option<&[u8]>) -> Output {
+    match try_run_with_stdin(cmd, input) {
+        Ok(out) => out,
+        Err(e) => panic!("cannot run {cmd:?}: {e}"),
+    }
+}
+
+/// [`run_with_stdin`], answering the error instead of failing the test.
+pub fn try_run_with_stdin(cmd: &mut Command, input: Option<&[u8]>) -> std::io::Result<Output> {
     use std::io::Write;
     use std::process::Stdio;
     cmd.stdin(if input.is_some() {
@@ -159,19 +170,23 @@ fn run_with_stdin(cmd: &mut Command, input: Option<&str>) -> Output {
     })
     .stdout(Stdio::piped())
     .stderr(Stdio::piped());
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) => panic!("cannot run {cmd:?}: {e}"),
-    };
-    if let (Some(text), Some(mut stdin)) = (input, child.stdin.take())
-        && let Err(e) = stdin.write_all(text.as_bytes())
-    {
-        panic!("cannot write to {cmd:?}: {e}");
+    let mut child = cmd.spawn()?;
+    if let (Some(bytes), Some(mut stdin)) = (input, child.stdin.take()) {
+        stdin.write_all(bytes)?;
     }
-    match child.wait_with_output() {
-        Ok(out) => out,
-        Err(e) => panic!("{cmd:?} did not finish: {e}"),
-    }
+    child.wait_with_output()
+}
+
+/// The multi-threaded runtime of the bench binary `program`. When it cannot be built the error
+/// is printed (`PROGRAM: ERROR`) and `Err` is the exit code to return.
+pub fn bench_runtime(program: &str) -> Result<tokio::runtime::Runtime, std::process::ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("{program}: {e}");
+            std::process::ExitCode::FAILURE
+        })
 }
 
 /// Standard output as text.
@@ -357,16 +372,76 @@ pub fn install_crds() {
         ),
     );
     for crd in ["migrations.stagehand.dev", "migrationruns.stagehand.dev"] {
-        ok(
-            "wait",
-            &kubectl(&[
-                "wait",
-                "--for=condition=Established",
-                "--timeout=60s",
-                &format!("crd/{crd}"),
-            ]),
-        );
+        wait_established(crd);
     }
+}
+
+/// Waits (60 s) until the CRD `crd` is Established; fails the test otherwise.
+pub fn wait_established(crd: &str) {
+    ok(
+        "wait Established",
+        &kubectl(&[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            &format!("crd/{crd}"),
+        ]),
+    );
+}
+
+/// Holds pod `pod` in `ns` with the finalizer `example.com/hold`: deleted, it stays
+/// Terminating until [`release_pod`].
+pub fn hold_pod(ns: &str, pod: &str) {
+    ok(
+        "hold",
+        &kubectl(&[
+            "patch",
+            "pod",
+            pod,
+            "-n",
+            ns,
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"finalizers":["example.com/hold"]}}"#,
+        ]),
+    );
+}
+
+/// Removes the finalizers of pod `pod` in `ns` (see [`hold_pod`]); kubectl's answer.
+pub fn release_pod(ns: &str, pod: &str) -> Output {
+    kubectl(&[
+        "patch",
+        "pod",
+        pod,
+        "-n",
+        ns,
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+    ])
+}
+
+/// The `status.storedVersions` of the CRD `crd`.
+pub fn stored_versions(crd: &str) -> Vec<String> {
+    let crd_object = get_json(&["get", "crd", crd, "-o", "json"]);
+    match serde_json::from_value(crd_object["status"]["storedVersions"].clone()) {
+        Ok(versions) => versions,
+        Err(e) => panic!("{crd}: no storedVersions ({e}): {crd_object}"),
+    }
+}
+
+/// Deletes the CRD `crd` (if it exists) and waits (60 s) until it is gone.
+pub async fn delete_crd(crd: &str) {
+    let _ = kubectl(&["delete", "crd", crd, "--ignore-not-found", "--wait=false"]);
+    wait_for(
+        &format!("CRD {crd} to be deleted"),
+        Duration::from_secs(60),
+        || async {
+            let out = kubectl(&["get", "crd", crd, "--ignore-not-found", "-o", "name"]);
+            stdout(&out).trim().is_empty().then_some(())
+        },
+    )
+    .await;
 }
 
 /// `kubectl create secret generic NAME --from-literal=KEY=VALUE -n NS`; fails the test on
@@ -404,13 +479,32 @@ pub fn apply(yaml: &str) {
 
 /// `kubectl get WHAT -n NS -o json`, parsed.
 pub fn get(ns: &str, what: &str) -> serde_json::Value {
-    match serde_json::from_str(&ok(
-        "kubectl get",
-        &kubectl(&["get", what, "-n", ns, "-o", "json"]),
-    )) {
+    get_json(&["get", what, "-n", ns, "-o", "json"])
+}
+
+fn get_json(args: &[&str]) -> serde_json::Value {
+    match serde_json::from_str(&ok("kubectl get", &kubectl(args))) {
         Ok(v) => v,
-        Err(e) => panic!("kubectl get {what}: not JSON: {e}"),
+        Err(e) => panic!("kubectl {}: not JSON: {e}", args.join(" ")),
     }
+}
+
+/// Waits (90 s) until the Ready condition of `what` (read with [`get`]) has the reason `want`;
+/// the object then.
+pub async fn reason_becomes(ns: &str, what: &str, want: &str) -> serde_json::Value {
+    wait_for(
+        &format!("{what} reason {want}"),
+        Duration::from_secs(90),
+        || async {
+            let obj = get(ns, what);
+            let has = obj["status"]["conditions"].as_array().is_some_and(|c| {
+                c.iter()
+                    .any(|c| c["type"] == "Ready" && c["reason"] == want)
+            });
+            has.then_some(obj)
+        },
+    )
+    .await
 }
 
 /// `kubectl wait --for=condition=COND` (90 s); on timeout the test fails showing the object.
@@ -435,6 +529,15 @@ pub fn wait_up_to(ns: &str, what: &str, condition: &str, timeout: Duration) {
         stderr(&out),
         serde_json::to_string_pretty(&get(ns, what)).unwrap_or_default()
     );
+}
+
+/// `spec.replicas` of StatefulSet `sts` in `ns`.
+pub fn replicas(ns: &str, sts: &str) -> u64 {
+    let object = get(ns, &format!("statefulset/{sts}"));
+    match object["spec"]["replicas"].as_u64() {
+        Some(n) => n,
+        None => panic!("statefulset/{sts} has no spec.replicas: {object}"),
+    }
 }
 
 /// A StatefulSet whose pods (label `app: NAME`) the kwok node runs.

@@ -11,7 +11,6 @@
 //! 2 cores) and is a quick cache check afterwards. It runs once per test process; if it fails,
 //! the test panics saying what to do. The readiness check needs `curl`, TLS needs `openssl`.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
@@ -19,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use crate::local_server::{free_port, generate_server_cert, read, require, temp_dir, write};
 pub use crate::local_server::{generate_ca, random_hex, unrelated_ca_pem};
+use crate::try_run_with_stdin;
 
 /// The bucket every server is started with (openDesk's `objectstores.migrations`).
 pub const BUCKET: &str = "migrations";
@@ -350,28 +350,9 @@ impl Minio {
 
     /// Runs `mc` with `args` (and `input` on standard input).
     pub fn mc(&self, args: &[&str], input: Option<&[u8]>) -> Output {
-        let mut cmd = self.mc_command();
-        cmd.args(args)
-            .stdin(if input.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = match cmd.spawn() {
-            Ok(c) => c,
+        match try_run_with_stdin(self.mc_command().args(args), input) {
+            Ok(out) => out,
             Err(e) => panic!("cannot run mc {args:?}: {e}"),
-        };
-        if let Some(input) = input
-            && let Some(mut stdin) = child.stdin.take()
-            && let Err(e) = stdin.write_all(input)
-        {
-            panic!("cannot feed mc {args:?}: {e}");
-        }
-        match child.wait_with_output() {
-            Ok(o) => o,
-            Err(e) => panic!("mc {args:?}: {e}"),
         }
     }
 

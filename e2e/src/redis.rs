@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use crate::local_server::{free_port, generate_server_cert, read, require, write};
 pub use crate::local_server::{generate_ca, temp_dir, unrelated_ca_pem};
+use crate::try_run_with_stdin;
 
 /// How to start the server.
 #[derive(Debug, Clone, Default)]
@@ -197,25 +198,9 @@ impl RedisServer {
     pub fn pipe<S: AsRef<[u8]>>(&self, db: u32, commands: impl IntoIterator<Item = Vec<S>>) {
         let mut data = resp([vec!["SELECT".to_string(), db.to_string()]]);
         data.extend(resp(commands));
-        let child = self
-            .cli_command()
-            .arg("--pipe")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn();
-        let mut child = match child {
-            Ok(c) => c,
-            Err(e) => panic!("cannot run redis-cli --pipe: {e}"),
-        };
-        if let Some(mut stdin) = child.stdin.take()
-            && let Err(e) = stdin.write_all(&data)
-        {
-            panic!("cannot feed redis-cli --pipe: {e}");
-        }
-        let out = match child.wait_with_output() {
+        let out = match try_run_with_stdin(self.cli_command().arg("--pipe"), Some(&data)) {
             Ok(o) => o,
-            Err(e) => panic!("redis-cli --pipe: {e}"),
+            Err(e) => panic!("cannot run redis-cli --pipe: {e}"),
         };
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(

@@ -6,15 +6,16 @@
 //! the rootdn, as the root user in openDesk's LDAP pod). Runs in the foreground as the current
 //! user (`-d 0`), so no init script or AppArmor profile is involved; killed by PID on drop.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use stagehand_actions::clients::ldap::LdapError;
 use stagehand_actions::clients::ldap::exec::{CommandOutput, CommandRunner};
+
+use crate::local_server::{free_port, generate_ca, generate_server_cert, require, temp_dir, write};
+use crate::try_run_with_stdin;
 
 /// The directory's base DN (openDesk's).
 pub const BASE_DN: &str = "dc=swp-ldap,dc=internal";
@@ -36,8 +37,9 @@ pub struct SlapdOptions {
     pub database_config: String,
     /// `dbnosync` for the mdb database (benchmarks: no fsync per write).
     pub nosync: bool,
-    /// Also listen on `ldaps://127.0.0.1:PORT/` with a server certificate (for `127.0.0.1`)
-    /// issued by a CA generated for this server (`openssl` CLI); see [`Slapd::ca_file`].
+    /// Also listen on `ldaps://127.0.0.1:PORT/` with a server certificate (for `127.0.0.1` and
+    /// `localhost`) issued by a CA generated for this server (`openssl` CLI); see
+    /// [`Slapd::ca_file`].
     pub tls: bool,
 }
 
@@ -48,26 +50,6 @@ pub struct Slapd {
     dir: PathBuf,
     port: u16,
     tls_port: Option<u16>,
-}
-
-fn require(binary: &str) {
-    assert!(
-        Path::new(binary).is_file(),
-        "{binary} is missing: install OpenLDAP's server and tools, e.g. `apt-get install slapd ldap-utils` (the LDAP tests run a real slapd)"
-    );
-}
-
-fn free_port() -> u16 {
-    match std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()) {
-        Ok(addr) => addr.port(),
-        Err(e) => panic!("no free loopback port: {e}"),
-    }
-}
-
-fn write(path: &Path, text: &str) {
-    if let Err(e) = std::fs::write(path, text) {
-        panic!("cannot write {}: {e}", path.display());
-    }
 }
 
 /// The current user's numeric uid (for the SASL EXTERNAL mapping of the ldapi socket).
@@ -100,29 +82,25 @@ impl Slapd {
 
     /// A server set up as `options` say.
     pub fn start_with(options: &SlapdOptions) -> Self {
-        require(SLAPD);
-        require(SLAPADD);
-        static N: AtomicU32 = AtomicU32::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "sh-slapd-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        if let Err(e) = std::fs::create_dir_all(dir.join("db")) {
-            panic!("cannot create {}: {e}", dir.display());
-        }
+        require(SLAPD, "slapd");
+        require(SLAPADD, "slapd");
+        let dir = temp_dir("sh-slapd");
+        write(&dir.join("db/.keep"), b"");
         if options.tls {
-            make_certificates(&dir);
+            generate_ca(&dir, "stagehand test LDAP CA");
+            generate_server_cert(&dir);
         }
         let schema = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("ldap/univention.schema");
-        write(&dir.join("slapd.conf"), &slapd_conf(&dir, &schema, options));
+        write(
+            &dir.join("slapd.conf"),
+            slapd_conf(&dir, &schema, options).as_bytes(),
+        );
         let base = format!(
             "dn: {BASE_DN}\nobjectClass: top\nobjectClass: dcObject\nobjectClass: organization\ndc: swp-ldap\no: openDesk test directory\n\n"
         );
         write(
             &dir.join("initial.ldif"),
-            &format!("{base}{}", options.initial_ldif),
+            format!("{base}{}", options.initial_ldif).as_bytes(),
         );
         let added = Command::new(SLAPADD)
             .args(["-q", "-f"])
@@ -269,31 +247,14 @@ impl Slapd {
     }
 
     fn tool(&self, tool: &str, args: &[&str], input: Option<&str>) -> std::process::Output {
-        use std::io::Write;
         let mut cmd = Command::new(tool);
         cmd.args(["-x", "-H", &self.url(), "-D", ROOT_DN, "-w", ROOT_PASSWORD])
-            .args(args)
-            .stdin(if input.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = match cmd.spawn() {
-            Ok(c) => c,
+            .args(args);
+        match try_run_with_stdin(&mut cmd, input.map(str::as_bytes)) {
+            Ok(out) => out,
             Err(e) => panic!(
                 "cannot run {tool}: {e} (install OpenLDAP's tools: apt-get install ldap-utils)"
             ),
-        };
-        if let (Some(text), Some(mut stdin)) = (input, child.stdin.take())
-            && let Err(e) = stdin.write_all(text.as_bytes())
-        {
-            panic!("cannot write to {tool}: {e}");
-        }
-        match child.wait_with_output() {
-            Ok(out) => out,
-            Err(e) => panic!("{tool} did not finish: {e}"),
         }
     }
 }
@@ -328,65 +289,6 @@ fn other_schemas(schema: &Path) -> String {
         .iter()
         .map(|p| format!("include {}\n", p.display()))
         .collect()
-}
-
-/// A CA and a server certificate for `127.0.0.1` (IP SAN) signed by it, with the `openssl`
-/// CLI, in `dir`: `ca.crt`, `server.crt`, `server.key`.
-fn make_certificates(dir: &Path) {
-    let openssl = |args: &[&str]| {
-        let out = Command::new("openssl").current_dir(dir).args(args).output();
-        match out {
-            Ok(o) if o.status.success() => {}
-            Ok(o) => panic!(
-                "openssl {args:?} failed: {}",
-                String::from_utf8_lossy(&o.stderr)
-            ),
-            Err(e) => panic!("cannot run openssl (install it: apt-get install openssl): {e}"),
-        }
-    };
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-    ];
-    let mut ca = vec![
-        "req",
-        "-x509",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=stagehand test LDAP CA",
-    ];
-    ca.extend(ec);
-    ca.extend(["-keyout", "ca.key", "-out", "ca.crt"]);
-    openssl(&ca);
-    let mut csr = vec!["req", "-subj", "/CN=127.0.0.1"];
-    csr.extend(ec);
-    csr.extend(["-keyout", "server.key", "-out", "server.csr"]);
-    openssl(&csr);
-    write(
-        &dir.join("server.ext"),
-        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n",
-    );
-    openssl(&[
-        "x509",
-        "-req",
-        "-days",
-        "2",
-        "-in",
-        "server.csr",
-        "-CA",
-        "ca.crt",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-extfile",
-        "server.ext",
-        "-out",
-        "server.crt",
-    ]);
 }
 
 fn slapd_conf(dir: &Path, schema: &Path, options: &SlapdOptions) -> String {
@@ -467,26 +369,14 @@ impl CommandRunner for LocalLdapUtils {
         let input = stdin.map(<[u8]>::to_vec);
         Box::pin(async move {
             let ran = tokio::task::spawn_blocking(move || -> std::io::Result<CommandOutput> {
-                let mut child = Command::new(&argv[0])
-                    .args(&argv[1..])
-                    .stdin(if input.is_some() {
-                        Stdio::piped()
-                    } else {
-                        Stdio::null()
-                    })
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .map_err(|e| {
+                let out =
+                    try_run_with_stdin(Command::new(&argv[0]).args(&argv[1..]), input.as_deref())
+                        .map_err(|e| {
                         std::io::Error::new(
                             e.kind(),
                             format!("cannot run {}: {e} (apt-get install ldap-utils)", argv[0]),
                         )
                     })?;
-                if let (Some(text), Some(mut w)) = (input, child.stdin.take()) {
-                    w.write_all(&text)?;
-                }
-                let out = child.wait_with_output()?;
                 Ok(CommandOutput {
                     success: out.status.success(),
                     status: format!("exit code {}", out.status.code().unwrap_or(-1)),

@@ -17,6 +17,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
+use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{OperatorProcess, TestNamespace, apply, client, install_crds, ok, wait};
 
 fn root() -> PathBuf {
@@ -252,32 +253,12 @@ async fn the_fixture_is_what_a_running_operator_exports() {
         &stagehand_e2e::kubeconfig(),
         &["--metrics-address", &address],
     );
-    apply(&format!(
-        r#"apiVersion: stagehand.dev/v1beta1
-kind: Migration
-metadata: {{name: opendesk, namespace: {ns}}}
-spec:
-  releaseVersion: "v1.18.0"
-  installedRelease: "v1.17.3"
-  actions:
-    pre:
-      - id: workload_scale
-        tag: "v1.18.0"
-        versions: {{minimum: "v1.15", from: "v1.15", to: "v1.17"}}
-        config: {{workload: {{kind: StatefulSet, name: ox-connector-missing, replicas: 0}}}}
----
-apiVersion: stagehand.dev/v1beta1
-kind: MigrationRun
-metadata: {{name: opendesk-v1.18.0-pre, namespace: {ns}}}
-spec: {{migrationRef: opendesk, stage: pre, release: "v1.18.0"}}
----
-apiVersion: stagehand.dev/v1beta1
-kind: MigrationRun
-metadata: {{name: orphan, namespace: {ns}}}
-spec: {{migrationRef: no-such-migration, stage: pre, release: "v1.18.0"}}
-"#,
-        ns = ns.name
-    ));
+    let failing = Migration::new(&ns.name)
+        .installed("v1.17.3")
+        .pre(Action::scale_without_timeout("ox-connector-missing", 0).tag("v1.18.0"));
+    let run = MigrationRun::new(&ns.name, "opendesk-v1.18.0-pre", "pre");
+    let orphan = MigrationRun::new(&ns.name, "orphan", "pre").of("no-such-migration");
+    apply(&[failing.to_yaml(), run.to_yaml(), orphan.to_yaml()].join("---\n"));
     wait(&ns.name, "migrationrun/opendesk-v1.18.0-pre", "Stalled");
     let waiting = format!("{{run=\"{}/orphan\",phase=\"waiting\"}}", ns.name);
     let mut body = String::new();

@@ -2,7 +2,11 @@
 //! on apply, v1alpha1 warns, printer columns and the category work.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use stagehand_e2e::{TestNamespace, client, kubectl, kubectl_stdin, ok, stagehand, stderr, stdout};
+use serde_json::{Value, json};
+use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
+use stagehand_e2e::{
+    TestNamespace, client, get, install_crds, kubectl, kubectl_stdin, ok, stagehand, stderr, stdout,
+};
 
 fn install_current_crds() {
     let current = ok("crds", &stagehand(&["crds"]));
@@ -15,40 +19,15 @@ fn install_current_crds() {
         "server dry run",
         &kubectl_stdin(&["apply", "--dry-run=server", "-f", "-"], Some(&current)),
     );
-    ok(
-        "apply CRDs",
-        &kubectl_stdin(
-            &["apply", "--server-side", "--force-conflicts", "-f", "-"],
-            Some(&current),
-        ),
-    );
-    for crd in ["migrations.stagehand.dev", "migrationruns.stagehand.dev"] {
-        ok(
-            "wait",
-            &kubectl(&[
-                "wait",
-                "--for=condition=Established",
-                "--timeout=60s",
-                &format!("crd/{crd}"),
-            ]),
-        );
-    }
+    install_crds();
 }
 
-fn migration(ns: &str, name: &str, version: &str, versions: &str) -> String {
-    format!(
-        r#"apiVersion: stagehand.dev/{version}
-kind: Migration
-metadata: {{name: {name}, namespace: {ns}}}
-spec:
-  releaseVersion: "v1.18.0"
-  actions:
-    pre:
-      - id: workload_scale
-        versions: {versions}
-        config: {{workload: {{kind: StatefulSet, name: ox-connector, replicas: 0}}}}
-"#
-    )
+fn migration(ns: &str, name: &str, version: &str, versions: Value) -> String {
+    Migration::new(ns)
+        .name(name)
+        .api_version(version)
+        .pre(Action::scale_without_timeout("ox-connector", 0).versions(versions))
+        .to_yaml()
 }
 
 #[tokio::test]
@@ -56,7 +35,7 @@ async fn the_api_server_enforces_the_schema_rules() {
     let client = client().await;
     install_current_crds();
     let ns = TestNamespace::new(&client, "schema").await;
-    let good = r#"{minimum: "v1.15", from: "v1.15", to: "v1.17"}"#;
+    let good = json!({"minimum": "v1.15", "from": "v1.15", "to": "v1.17"});
 
     // The example of the repository applies as it is.
     let example = std::fs::read_to_string(concat!(
@@ -77,7 +56,7 @@ async fn the_api_server_enforces_the_schema_rules() {
             &ns.name,
             "typo",
             "v1beta1",
-            r#"{minimum: "v1.15", form: "v1.15", to: "v1.17"}"#,
+            json!({"minimum": "v1.15", "form": "v1.15", "to": "v1.17"}),
         )),
     );
     assert!(!out.status.success());
@@ -89,7 +68,7 @@ async fn the_api_server_enforces_the_schema_rules() {
             &ns.name,
             "missing",
             "v1beta1",
-            r#"{minimum: "v1.15", to: "v1.17"}"#,
+            json!({"minimum": "v1.15", "to": "v1.17"}),
         )),
     );
     assert!(!out.status.success());
@@ -100,7 +79,7 @@ async fn the_api_server_enforces_the_schema_rules() {
             &ns.name,
             "notaversion",
             "v1beta1",
-            r#"{minimum: "v1.15", from: "v1.15-rc1", to: "v1.17"}"#,
+            json!({"minimum": "v1.15", "from": "v1.15-rc1", "to": "v1.17"}),
         )),
     );
     assert!(!out.status.success());
@@ -133,12 +112,7 @@ async fn the_api_server_enforces_the_schema_rules() {
     assert_eq!(read, "false");
 
     // MigrationRun: the stage enum, and the category/short names/columns.
-    let run = |stage: &str| {
-        format!(
-            "apiVersion: stagehand.dev/v1beta1\nkind: MigrationRun\nmetadata: {{name: run-{stage}, namespace: {}}}\nspec: {{migrationRef: opendesk, stage: {stage}, release: v1.18.0}}\n",
-            ns.name
-        )
-    };
+    let run = |stage: &str| MigrationRun::new(&ns.name, &format!("run-{stage}"), stage).to_yaml();
     let out = kubectl_stdin(&["apply", "-f", "-"], Some(&run("middle")));
     assert!(!out.status.success());
     assert!(
@@ -211,7 +185,7 @@ async fn an_object_no_operator_has_seen_reads_back_as_not_observed() {
     let client = client().await;
     install_current_crds();
     let ns = TestNamespace::new(&client, "unobserved").await;
-    let good = r#"{minimum: "v1.15", from: "v1.15", to: "v1.17"}"#;
+    let good = json!({"minimum": "v1.15", "from": "v1.15", "to": "v1.17"});
     ok(
         "apply Migration",
         &kubectl_stdin(
@@ -219,10 +193,7 @@ async fn an_object_no_operator_has_seen_reads_back_as_not_observed() {
             Some(&migration(&ns.name, "opendesk", "v1beta1", good)),
         ),
     );
-    let run = format!(
-        "apiVersion: stagehand.dev/v1beta1\nkind: MigrationRun\nmetadata: {{name: r, namespace: {}}}\nspec: {{migrationRef: opendesk, stage: pre, release: v1.18.0}}\n",
-        ns.name
-    );
+    let run = MigrationRun::new(&ns.name, "r", "pre").to_yaml();
     // The status a client sends on create is dropped; the default fills it in on read.
     let with_status = format!("{run}status: {{observedGeneration: 1}}\n");
     ok(
@@ -235,11 +206,7 @@ async fn an_object_no_operator_has_seen_reads_back_as_not_observed() {
         ("migration.v1beta1.stagehand.dev/opendesk", "v1beta1"),
         ("migration.v1alpha1.stagehand.dev/opendesk", "v1alpha1"),
     ] {
-        let got: serde_json::Value = serde_json::from_str(&ok(
-            "get",
-            &kubectl(&["get", kind, "-n", &ns.name, "-o", "json"]),
-        ))
-        .unwrap();
+        let got = get(&ns.name, kind);
         assert_eq!(got["metadata"]["generation"], 1, "{kind}");
         assert_eq!(
             got["status"]["observedGeneration"], -1,

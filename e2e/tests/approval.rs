@@ -7,24 +7,11 @@
 use std::time::Duration;
 
 use serde_json::Value;
+use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
     OperatorProcess, TestNamespace, apply, client, condition, get, install_crds, kubectl, ok,
-    running_pods, stagehand_stdin, statefulset, stderr, stdout, wait, wait_for,
+    replicas, running_pods, stagehand_stdin, statefulset, stderr, stdout, wait, wait_for,
 };
-
-const WINDOW: &str = r#"{minimum: "v1.15", from: "v1.15", to: "v1.17"}"#;
-
-fn replicas(ns: &str, sts: &str) -> String {
-    stdout(&kubectl(&[
-        "get",
-        "statefulset",
-        sts,
-        "-n",
-        ns,
-        "-o",
-        "jsonpath={.spec.replicas}",
-    ]))
-}
 
 /// `stagehand approve ARGS` with `input` on stdin.
 fn approve(args: &[&str], input: &str) -> std::process::Output {
@@ -56,15 +43,18 @@ async fn a_manual_run_waits_for_the_approval_of_its_own_plan() {
     let ns = TestNamespace::new(&client, "approval").await;
     apply(&statefulset(&ns.name, "ums", 2));
     running_pods(&ns.name, "ums", 2).await;
-    apply(&format!(
-        "apiVersion: stagehand.dev/v1beta1\nkind: Migration\nmetadata: {{name: opendesk, namespace: {}}}\nspec:\n  releaseVersion: \"v1.18.0\"\n  installedRelease: \"v1.17.3\"\n  actions:\n    pre:\n      - id: workload_scale\n        tag: \"v1.18.0\"\n        versions: {WINDOW}\n        config: {{workload: {{kind: StatefulSet, name: ums, replicas: 0, timeoutSeconds: 60}}}}\n    post: []\n",
-        ns.name
-    ));
+    apply(
+        &Migration::new(&ns.name)
+            .installed("v1.17.3")
+            .pre(Action::scale("ums", 0).tag("v1.18.0"))
+            .to_yaml(),
+    );
     let _operator = OperatorProcess::start(&ns.name);
-    apply(&format!(
-        "apiVersion: stagehand.dev/v1beta1\nkind: MigrationRun\nmetadata: {{name: pre, namespace: {}}}\nspec: {{migrationRef: opendesk, stage: pre, release: v1.18.0, approval: Manual}}\n",
-        ns.name
-    ));
+    apply(
+        &MigrationRun::new(&ns.name, "pre", "pre")
+            .approval("Manual")
+            .to_yaml(),
+    );
     let run = message_contains(&ns.name, "migrationrun/pre", "waiting for approval of plan").await;
     let ready = condition(&run, "Ready");
     assert_eq!(ready["reason"], "AwaitingApproval", "{run}");
@@ -89,7 +79,7 @@ async fn a_manual_run_waits_for_the_approval_of_its_own_plan() {
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(
         replicas(&ns.name, "ums"),
-        "2",
+        2,
         "nothing changed before the approval"
     );
 
@@ -111,7 +101,7 @@ async fn a_manual_run_waits_for_the_approval_of_its_own_plan() {
     )
     .await;
     assert_eq!(condition(&run, "Ready")["reason"], "AwaitingApproval");
-    assert_eq!(replicas(&ns.name, "ums"), "2");
+    assert_eq!(replicas(&ns.name, "ums"), 2);
 
     // `stagehand approve`: a digest the reviewer did not see, and no confirmation, approve
     // nothing; each prints the plan first.
@@ -135,7 +125,7 @@ async fn a_manual_run_waits_for_the_approval_of_its_own_plan() {
     let out = approve(&["migrationrun/pre", "-n", &ns.name], "n\n");
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("not confirmed"), "{}", stderr(&out));
-    assert_eq!(replicas(&ns.name, "ums"), "2");
+    assert_eq!(replicas(&ns.name, "ums"), 2);
     let out = approve(&["pod/x"], "");
     assert_eq!(out.status.code(), Some(2));
 
@@ -148,7 +138,7 @@ async fn a_manual_run_waits_for_the_approval_of_its_own_plan() {
         stdout(&out)
     );
     wait(&ns.name, "migrationrun/pre", "Ready");
-    assert_eq!(replicas(&ns.name, "ums"), "0", "the approved plan ran");
+    assert_eq!(replicas(&ns.name, "ums"), 0, "the approved plan ran");
     let run = get(&ns.name, "migrationrun/pre");
     assert_eq!(
         run["metadata"]["annotations"]["stagehand.dev/approve-plan"], digest,

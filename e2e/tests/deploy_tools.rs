@@ -23,15 +23,14 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
     OperatorProcess, TestNamespace, apply, client, condition, create_secret, get, install_crds,
-    kubectl, ok, wait, wait_for,
+    kubectl, ok, reason_becomes, run_with_stdin, wait, wait_for,
 };
 use stagehand_simulators::http::FaultRule;
 use stagehand_simulators::provisioning::{self, ProvisioningConfig, ProvisioningSim};
 
-const WINDOW: &str = r#"{minimum: "v1.15", from: "v1.15", to: "v1.17"}"#;
-const PROVISIONING_FILE: &str = "  secretFiles:\n    - name: provisioning-api-password\n      secret: {name: provisioning, key: password}\n";
 const FINALIZER: &str = "e2e.stagehand.dev/hold";
 
 /// Every state: the docs table's first column, and the Argo CD testdata file of its object.
@@ -119,20 +118,12 @@ fn waiters_bin() -> PathBuf {
 
 /// Runs a checker with `objects` (a JSON array) on stdin; its JSON array answer.
 fn check(program: &str, args: &[&str], objects: &Value) -> Vec<Value> {
-    let mut child = Command::new(waiters_bin().join(program))
-        .args(args)
-        .current_dir(root())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {program}: {e}"));
-    {
-        use std::io::Write as _;
-        let mut stdin = child.stdin.take().unwrap();
-        stdin.write_all(objects.to_string().as_bytes()).unwrap();
-    }
-    let out = child.wait_with_output().unwrap();
+    let out = run_with_stdin(
+        Command::new(waiters_bin().join(program))
+            .args(args)
+            .current_dir(root()),
+        Some(objects.to_string().as_bytes()),
+    );
     let stdout = ok(&format!("{program} {}", args.join(" ")), &out);
     serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{program}: not JSON ({e}): {stdout}"))
 }
@@ -182,43 +173,29 @@ fn documented_table() -> BTreeMap<String, Vec<String>> {
     table
 }
 
-fn run_yaml(ns: &str, migration: &str, name: &str, stage: &str, extra: &str) -> String {
-    format!(
-        "apiVersion: stagehand.dev/v1beta1\nkind: MigrationRun\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {{migrationRef: {migration}, stage: {stage}, release: v1.18.0{extra}}}\n"
-    )
+/// A run `name` of the Migration `migration` for `stage`.
+fn run(ns: &str, migration: &str, name: &str, stage: &str) -> MigrationRun {
+    MigrationRun::new(ns, name, stage).of(migration)
 }
 
-/// A Migration `name` adopting v1.17.3 with these pre actions (YAML list items indented by 6)
-/// and extra spec lines (indented by 2).
-fn migration_yaml(ns: &str, name: &str, pre: &str, extra: &str) -> String {
-    format!(
-        "apiVersion: stagehand.dev/v1beta1\nkind: Migration\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  releaseVersion: \"v1.18.0\"\n  installedRelease: \"v1.17.3\"\n{extra}  actions:\n    pre:\n{pre}    post:\n      []\n"
-    )
+/// A Migration `name` adopting v1.17.3.
+fn adopting(ns: &str, name: &str) -> Migration {
+    Migration::new(ns).name(name).installed("v1.17.3")
+}
+
+/// [`adopting`], with the Provisioning API's password from the Secret `secret`.
+fn provisioned(ns: &str, name: &str, secret: &str) -> Migration {
+    adopting(ns, name).secret_file("provisioning-api-password", secret, "password")
 }
 
 /// `provisioning_drop_subscriptions` of `name` against `sim`, tagged `tag`.
-fn drop_subscription(sim: &ProvisioningSim, name: &str, tag: &str) -> String {
-    format!(
-        "      - id: provisioning_drop_subscriptions\n        tag: \"{tag}\"\n        versions: {WINDOW}\n        config:\n          provisioning: {{url: \"{}\", username: admin, requestTimeoutSeconds: 60}}\n          subscriptions: [{name}]\n",
-        sim.api_url()
-    )
-}
-
-/// Waits until the object's Ready reason is `want`; returns it.
-async fn reason_becomes(ns: &str, what: &str, want: &str) -> Value {
-    wait_for(
-        &format!("{what} reason {want}"),
-        Duration::from_secs(90),
-        || async {
-            let obj = get(ns, what);
-            let has = obj["status"]["conditions"].as_array().is_some_and(|c| {
-                c.iter()
-                    .any(|c| c["type"] == "Ready" && c["reason"] == want)
-            });
-            has.then_some(obj)
-        },
-    )
-    .await
+fn drop_subscription(sim: &ProvisioningSim, name: &str, tag: &str) -> Action {
+    Action::new("provisioning_drop_subscriptions")
+        .tag(tag)
+        .config(json!({
+            "provisioning": {"url": sim.api_url(), "username": "admin", "requestTimeoutSeconds": 60},
+            "subscriptions": [name],
+        }))
 }
 
 /// The object without what changes from one run to the next (uid, resourceVersion,
@@ -308,8 +285,8 @@ async fn every_tool_reports_every_state_as_the_docs_table_says() {
 
     // No operator watches this namespace.
     let idle = TestNamespace::new(&client, "tools-idle").await;
-    apply(&migration_yaml(&idle.name, "opendesk", "      []\n", ""));
-    apply(&run_yaml(&idle.name, "opendesk", "pre", "pre", ""));
+    apply(&adopting(&idle.name, "opendesk").to_yaml());
+    apply(&run(&idle.name, "opendesk", "pre", "pre").to_yaml());
     objects.insert(
         "MigrationRun just created, operator stopped",
         get(&idle.name, "migrationrun/pre"),
@@ -348,87 +325,56 @@ async fn every_tool_reports_every_state_as_the_docs_table_says() {
     let _operator = OperatorProcess::start(&ns.name);
     let n = &ns.name;
     let busy = |second: &str| {
-        migration_yaml(
-            n,
-            "busy",
-            &format!(
-                "{}{}",
-                drop_subscription(&sim, "slow", "v1.18.0"),
-                drop_subscription(&sim, second, "v1.18.1")
-            ),
-            PROVISIONING_FILE,
-        )
+        provisioned(n, "busy", "provisioning")
+            .pre(drop_subscription(&sim, "slow", "v1.18.0"))
+            .pre(drop_subscription(&sim, second, "v1.18.1"))
+            .to_yaml()
+    };
+    // A Migration whose one action drops `subscription`.
+    let dropping = |migration: &str, subscription: &str| {
+        provisioned(n, migration, "provisioning").pre(drop_subscription(
+            &sim,
+            subscription,
+            "v1.18.0",
+        ))
     };
     apply(&busy("next"));
-    apply(&migration_yaml(
-        n,
-        "good",
-        &drop_subscription(&sim, "quick", "v1.18.0"),
-        PROVISIONING_FILE,
-    ));
-    apply(&migration_yaml(
-        n,
-        "dry",
-        &drop_subscription(&sim, "dry", "v1.18.0"),
-        PROVISIONING_FILE,
-    ));
-    apply(&migration_yaml(n, "lonely", "      []\n", ""));
-    apply(&migration_yaml(
-        n,
-        "paused",
-        &drop_subscription(&sim, "never", "v1.18.0"),
-        &format!("  suspend: true\n{PROVISIONING_FILE}"),
-    ));
-    apply(&migration_yaml(
-        n,
-        "broken",
-        &format!(
-            "      - id: no_such_action\n        tag: \"v1.18.0\"\n        versions: {WINDOW}\n"
-        ),
-        "",
-    ));
-    apply(&migration_yaml(
-        n,
-        "failing",
-        &drop_subscription(&sim, "boom", "v1.18.0"),
-        PROVISIONING_FILE,
-    ));
-    apply(&migration_yaml(
-        n,
-        "preflight",
-        &drop_subscription(&sim, "never", "v1.18.0"),
-        &PROVISIONING_FILE.replace("name: provisioning,", "name: provisioning-wrong,"),
-    ));
+    apply(&dropping("good", "quick").to_yaml());
+    apply(&dropping("dry", "dry").to_yaml());
+    apply(&adopting(n, "lonely").to_yaml());
+    apply(&dropping("paused", "never").suspend(true).to_yaml());
+    apply(
+        &adopting(n, "broken")
+            .pre(Action::new("no_such_action").tag("v1.18.0"))
+            .to_yaml(),
+    );
+    apply(&dropping("failing", "boom").to_yaml());
+    apply(
+        &provisioned(n, "preflight", "provisioning-wrong")
+            .pre(drop_subscription(&sim, "never", "v1.18.0"))
+            .to_yaml(),
+    );
 
-    apply(&migration_yaml(
-        n,
-        "manual",
-        &drop_subscription(&sim, "held", "v1.18.0"),
-        PROVISIONING_FILE,
-    ));
+    apply(&dropping("manual", "held").to_yaml());
 
     // The slow run and a second run of its Migration behind it.
-    apply(&run_yaml(n, "busy", "running", "pre", ""));
-    apply(&run_yaml(n, "good", "succeeded", "pre", ""));
-    apply(&run_yaml(n, "dry", "dry-run", "pre", ", dryRun: true"));
-    apply(&run_yaml(
-        n,
-        "lonely",
-        "post",
-        "post",
-        ", waitTimeoutSeconds: 3600",
-    ));
-    apply(&run_yaml(n, "paused", "suspended", "pre", ""));
-    apply(&run_yaml(n, "broken", "invalid", "pre", ""));
-    apply(&run_yaml(
-        n,
-        "manual",
-        "approval",
-        "pre",
-        ", approval: Manual",
-    ));
-    apply(&run_yaml(n, "failing", "failed", "pre", ""));
-    apply(&run_yaml(n, "preflight", "preflight", "pre", ""));
+    apply(&run(n, "busy", "running", "pre").to_yaml());
+    apply(&run(n, "good", "succeeded", "pre").to_yaml());
+    apply(&run(n, "dry", "dry-run", "pre").dry_run(true).to_yaml());
+    apply(
+        &run(n, "lonely", "post", "post")
+            .wait_timeout_seconds(3600)
+            .to_yaml(),
+    );
+    apply(&run(n, "paused", "suspended", "pre").to_yaml());
+    apply(&run(n, "broken", "invalid", "pre").to_yaml());
+    apply(
+        &run(n, "manual", "approval", "pre")
+            .approval("Manual")
+            .to_yaml(),
+    );
+    apply(&run(n, "failing", "failed", "pre").to_yaml());
+    apply(&run(n, "preflight", "preflight", "pre").to_yaml());
     let running = wait_for(
         "the slow run's first action to start",
         Duration::from_secs(60),
@@ -446,7 +392,7 @@ async fn every_tool_reports_every_state_as_the_docs_table_says() {
         "{running}"
     );
     objects.insert("MigrationRun running", running);
-    apply(&run_yaml(n, "busy", "behind", "pre", ""));
+    apply(&run(n, "busy", "behind", "pre").to_yaml());
     objects.insert(
         "MigrationRun waiting behind another run",
         reason_becomes(n, "migrationrun/behind", "Waiting").await,

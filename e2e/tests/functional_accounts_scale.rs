@@ -9,7 +9,8 @@
 
 use std::time::{Duration, Instant};
 
-use stagehand_e2e::functional_accounts::{KEY, World, migration_run, scale_fixture};
+use stagehand_e2e::functional_accounts::{KEY, World, scale_fixture};
+use stagehand_e2e::manifests::MigrationRun;
 use stagehand_e2e::minio::BUCKET;
 use stagehand_e2e::{OperatorProcess, TestNamespace, apply, client, get, install_crds, wait_up_to};
 
@@ -21,7 +22,7 @@ const STAGE_TIMEOUT: Duration = Duration::from_secs(900);
 /// action's status entry.
 fn run_stage(ns: &str, name: &str, stage: &str) -> (Duration, serde_json::Value) {
     let t = Instant::now();
-    apply(&migration_run(ns, name, stage));
+    apply(&MigrationRun::new(ns, name, stage).to_yaml());
     wait_up_to(ns, &format!("migrationrun/{name}"), "Ready", STAGE_TIMEOUT);
     let took = t.elapsed();
     let run = get(ns, &format!("migrationrun/{name}"));

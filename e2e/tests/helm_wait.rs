@@ -25,14 +25,14 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Value, json};
+use stagehand_e2e::manifests::{Action, yaml};
 use stagehand_e2e::{
     OperatorProcess, TestNamespace, apply, client, condition, get, install_crds, kubeconfig,
-    kubectl, ok, running_pods, statefulset, stdout,
+    kubectl, ok, replicas, running_pods, statefulset, stdout,
 };
 
 const CHART: &str = "deploy/charts/stagehand-migration";
-const WINDOW: &str = r#"{minimum: "v1.15", from: "v1.15", to: "v1.17"}"#;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -113,27 +113,31 @@ fn scratch(ns: &str) -> PathBuf {
 }
 
 /// A values file for one stage release that creates the Migration `opendesk` adopting v1.17.3
-/// with these pre actions (YAML list items, indented by 8).
-fn values(dir: &Path, name: &str, stage: &str, create: bool, pre: &str) -> PathBuf {
+/// with these pre actions.
+fn values(dir: &Path, name: &str, stage: &str, create: bool, pre: &[Action]) -> PathBuf {
     let path = dir.join(format!("{name}.yaml"));
-    let text = format!(
-        "stage: {stage}\nrelease: v1.18.0\nmigration:\n  name: opendesk\n  create: {create}\n  spec:\n    installedRelease: v1.17.3\n    actions:\n      pre:\n{pre}      post: []\n"
-    );
-    std::fs::write(&path, text).unwrap();
+    let values = json!({
+        "stage": stage,
+        "release": "v1.18.0",
+        "migration": {
+            "name": "opendesk",
+            "create": create,
+            "spec": {"installedRelease": "v1.17.3", "actions": {"pre": pre, "post": []}},
+        },
+    });
+    std::fs::write(&path, yaml(&values)).unwrap();
     path
 }
 
 /// `workload_scale` of StatefulSet `sts` to `replicas`, tagged (runs once) or not (runs every
 /// time).
-fn scale(sts: &str, replicas: u32, tagged: bool) -> String {
-    let tag = if tagged {
-        "\n          tag: \"v1.18.0\""
+fn scale(sts: &str, replicas: u32, tagged: bool) -> Action {
+    let action = Action::scale(sts, replicas);
+    if tagged {
+        action.tag("v1.18.0")
     } else {
-        ""
-    };
-    format!(
-        "        - id: workload_scale{tag}\n          versions: {WINDOW}\n          config: {{workload: {{kind: StatefulSet, name: {sts}, replicas: {replicas}, timeoutSeconds: 60}}}}\n"
-    )
+        action
+    }
 }
 
 /// A helm process running in the background, its output going to a file.
@@ -233,7 +237,7 @@ async fn helm4_install_wait_waits_for_the_run_while_the_operator_is_stopped() {
     let dir = scratch(&ns.name);
     apply(&statefulset(&ns.name, "ox-connector", 1));
     running_pods(&ns.name, "ox-connector", 1).await;
-    let values = values(&dir, "pre", "pre", true, &scale("ox-connector", 0, true));
+    let values = values(&dir, "pre", "pre", true, &[scale("ox-connector", 0, true)]);
 
     let mut helm = Helm::spawn(
         helm_apply(
@@ -343,7 +347,7 @@ async fn helm4_install_wait_fails_fast_on_a_failed_run_with_its_message() {
         "pre",
         "pre",
         true,
-        &scale("ox-connector-missing", 0, true),
+        &[scale("ox-connector-missing", 0, true)],
     );
     let _operator = OperatorProcess::start(&ns.name);
     let mut helm = Helm::spawn(
@@ -406,14 +410,9 @@ async fn a_redeployment_creates_a_new_run_tagged_actions_once_untagged_every_tim
     apply(&statefulset(&ns.name, "sessions", 1));
     running_pods(&ns.name, "ox-connector", 1).await;
     running_pods(&ns.name, "sessions", 1).await;
-    let pre = scale("ox-connector", 0, true) + &scale("sessions", 0, false);
+    let pre = [scale("ox-connector", 0, true), scale("sessions", 0, false)];
     let values = values(&dir, "pre", "pre", true, &pre);
     let _operator = OperatorProcess::start(&ns.name);
-    let replicas = |sts: &str| {
-        get(&ns.name, &format!("statefulset/{sts}"))["spec"]["replicas"]
-            .as_u64()
-            .unwrap()
-    };
 
     let mut names = Vec::new();
     for (i, verb) in ["install", "upgrade"].into_iter().enumerate() {
@@ -495,11 +494,15 @@ async fn a_redeployment_creates_a_new_run_tagged_actions_once_untagged_every_tim
         "{second}"
     );
     assert_eq!(
-        replicas("ox-connector"),
+        replicas(&ns.name, "ox-connector"),
         1,
         "the tagged scale-down did not run again"
     );
-    assert_eq!(replicas("sessions"), 0, "the untagged scale-down ran again");
+    assert_eq!(
+        replicas(&ns.name, "sessions"),
+        0,
+        "the untagged scale-down ran again"
+    );
 }
 
 /// Issue 3, Helm 3: its `--wait` does not look at custom resources, so it returns while the run
@@ -513,7 +516,7 @@ async fn helm3_install_wait_does_not_wait_for_the_run_the_hook_job_does() {
     let dir = scratch(&ns.name);
     apply(&statefulset(&ns.name, "ox-connector", 1));
     running_pods(&ns.name, "ox-connector", 1).await;
-    let values = values(&dir, "pre", "pre", true, &scale("ox-connector", 0, true));
+    let values = values(&dir, "pre", "pre", true, &[scale("ox-connector", 0, true)]);
     let run_name = "migrations-pre-pre-1";
 
     // The pitfall: no operator, yet helm 3 `--wait` reports success.

@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::Value;
+use stagehand_e2e::manifests::MigrationRun;
 use stagehand_e2e::{
     OperatorProcess, TestNamespace, apply, client, create_secret, get, install_crds, kubectl,
     kubectl_stdin, ok, stagehand, statefulset, stderr, stdout, wait,
@@ -52,9 +53,7 @@ fn import(ns: &str, extra: &str) -> std::process::Output {
 }
 
 fn run(ns: &str, stage: &str) -> String {
-    format!(
-        "apiVersion: stagehand.dev/v1beta1\nkind: MigrationRun\nmetadata: {{name: opendesk-v1.18.0-{stage}, namespace: {ns}}}\nspec: {{migrationRef: opendesk, stage: {stage}, release: v1.18.0}}\n"
-    )
+    MigrationRun::new(ns, &format!("opendesk-v1.18.0-{stage}"), stage).to_yaml()
 }
 
 fn decisions(obj: &Value) -> Vec<(String, String, String)> {

@@ -11,7 +11,10 @@ use kube::Client;
 use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 use stagehand_actions::action::{Action, ActionContext, ActionError, Secrets};
-use stagehand_e2e::{TestNamespace, client, kubectl, kubectl_stdin, ok, stdout, wait_for};
+use stagehand_e2e::{
+    TestNamespace, client, delete_crd, hold_pod, kubectl, kubectl_stdin, ok, release_pod,
+    stored_versions, wait_established, wait_for,
+};
 
 const GADGETS: &str = "gadgets.kubeactions.stagehand.dev";
 
@@ -240,35 +243,14 @@ async fn a_pod_that_does_not_go_fails_the_scale_down_naming_it() {
     let ctx = ctx(&client, &ns);
     statefulset(&ns.name, "hold", 1);
     wait_running(&client, &ns.name, "hold", 1).await;
-    ok(
-        "add finalizer",
-        &kubectl(&[
-            "patch",
-            "pod",
-            "hold-0",
-            "-n",
-            &ns.name,
-            "--type=merge",
-            "-p",
-            r#"{"metadata":{"finalizers":["example.com/hold"]}}"#,
-        ]),
-    );
+    hold_pod(&ns.name, "hold-0");
 
     let down = action("workload_scale", scale_config("StatefulSet", "hold", 0, 3));
     let started = Instant::now();
     let result = down.apply(&ctx).await;
     let took = started.elapsed();
     // Let the pod go before asserting, so that the namespace can be cleaned up either way.
-    let _ = kubectl(&[
-        "patch",
-        "pod",
-        "hold-0",
-        "-n",
-        &ns.name,
-        "--type=json",
-        "-p",
-        r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
-    ]);
+    let _ = release_pod(&ns.name, "hold-0");
 
     let err = match result {
         Ok(o) => panic!("scale-down with a stuck pod succeeded: {o:?}"),
@@ -462,25 +444,6 @@ async fn ox_connector_restart_brings_the_pods_back() {
     assert_ne!(old_uid, new_uid, "ox-connector-0 was not restarted");
 }
 
-async fn delete_crd(crd: &str) {
-    let _ = kubectl(&["delete", "crd", crd, "--ignore-not-found", "--wait=false"]);
-    wait_for(
-        &format!("CRD {crd} to be deleted"),
-        Duration::from_secs(60),
-        || async {
-            let out = kubectl(&["get", "crd", crd, "--ignore-not-found", "-o", "name"]);
-            stdout(&out).trim().is_empty().then_some(())
-        },
-    )
-    .await;
-}
-
-fn stored_versions(crd: &str) -> Vec<String> {
-    let v: Value =
-        serde_json::from_str(&ok("get crd", &kubectl(&["get", "crd", crd, "-o", "json"]))).unwrap();
-    serde_json::from_value(v["status"]["storedVersions"].clone()).unwrap()
-}
-
 #[tokio::test]
 async fn crd_storage_version_migrate_plans_then_prunes() {
     let client = client().await;
@@ -499,15 +462,7 @@ async fn crd_storage_version_migrate_plans_then_prunes() {
             Some(include_str!("fixtures/kube-actions-gadgets-crd.yaml")),
         ),
     );
-    ok(
-        "wait Established",
-        &kubectl(&[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            &format!("crd/{GADGETS}"),
-        ]),
-    );
+    wait_established(GADGETS);
     for name in ["one", "two"] {
         apply_yaml(
             &ns.name,

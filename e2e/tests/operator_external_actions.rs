@@ -5,6 +5,8 @@
 //! and flush; the secret values appear nowhere in status, events or logs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use serde_json::json;
+use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::redis::{RedisOptions, RedisServer, session_commands};
 use stagehand_e2e::{
     OperatorProcess, TestNamespace, apply, client, create_secret, get, install_crds, kubectl, ok,
@@ -13,40 +15,41 @@ use stagehand_e2e::{
 use stagehand_simulators::provisioning::{self, ProvisioningConfig};
 
 fn run(ns: &str, name: &str, stage: &str, dry_run: bool) -> String {
-    format!(
-        "apiVersion: stagehand.dev/v1beta1\nkind: MigrationRun\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {{migrationRef: opendesk, stage: {stage}, release: v1.18.0, dryRun: {dry_run}}}\n"
-    )
+    MigrationRun::new(ns, name, stage)
+        .dry_run(dry_run)
+        .to_yaml()
 }
 
 fn migration(ns: &str, provisioning_url: &str, redis_port: u16) -> String {
-    format!(
-        r#"apiVersion: stagehand.dev/v1beta1
-kind: Migration
-metadata: {{name: opendesk, namespace: {ns}}}
-spec:
-  releaseVersion: "v1.18.0"
-  installedRelease: "v1.17.3"
-  secretFiles:
-    - name: provisioning-api-password
-      secret: {{name: ums-provisioning-api-admin, key: password}}
-    - name: redis-password
-      secret: {{name: cache-intercom-service-password, key: password}}
-  actions:
-    pre:
-      - id: provisioning_drop_subscriptions
-        tag: "v1.18.0"
-        versions: {{minimum: "v1.15", from: "v1.15", to: "v1.17"}}
-        config:
-          provisioning: {{url: "{provisioning_url}", username: admin, requestTimeoutSeconds: 5}}
-          subscriptions: [ox-connector]
-    post:
-      - id: flush_intercom_sessions
-        tag: "v1.18.0"
-        versions: {{minimum: "v1.15", from: "v1.15", to: "v1.17"}}
-        config:
-          redis: {{host: "127.0.0.1", port: {redis_port}, username: default, database: 0, keyPattern: "sess:*", requestTimeoutSeconds: 5}}
-"#
-    )
+    Migration::new(ns)
+        .installed("v1.17.3")
+        .secret_file(
+            "provisioning-api-password",
+            "ums-provisioning-api-admin",
+            "password",
+        )
+        .secret_file(
+            "redis-password",
+            "cache-intercom-service-password",
+            "password",
+        )
+        .pre(
+            Action::new("provisioning_drop_subscriptions")
+                .tag("v1.18.0")
+                .config(json!({
+                    "provisioning": {"url": provisioning_url, "username": "admin", "requestTimeoutSeconds": 5},
+                    "subscriptions": ["ox-connector"],
+                })),
+        )
+        .post(
+            Action::new("flush_intercom_sessions")
+                .tag("v1.18.0")
+                .config(json!({"redis": {
+                    "host": "127.0.0.1", "port": redis_port, "username": "default", "database": 0,
+                    "keyPattern": "sess:*", "requestTimeoutSeconds": 5,
+                }})),
+        )
+        .to_yaml()
 }
 
 // Multi-threaded: the simulator serves from this process while the test blocks on kubectl.

@@ -4,7 +4,8 @@
 //! runs the post stage. The end state is checked account by account.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use stagehand_e2e::functional_accounts::{World, migration_run, small_fixture};
+use stagehand_e2e::functional_accounts::{World, small_fixture};
+use stagehand_e2e::manifests::MigrationRun;
 use stagehand_e2e::{OperatorProcess, TestNamespace, apply, client, get, install_crds, wait};
 
 // Multi-threaded: the simulators serve from this process while the test blocks on kubectl.
@@ -21,7 +22,7 @@ async fn export_then_import_as_runs_with_the_operator_killed_in_between() {
 
     let mut operator = OperatorProcess::start(&ns.name);
     apply(&migration);
-    apply(&migration_run(&ns.name, "pre", "pre"));
+    apply(&MigrationRun::new(&ns.name, "pre", "pre").to_yaml());
     wait(&ns.name, "migrationrun/pre", "Ready");
     let pre = get(&ns.name, "migrationrun/pre");
     assert_eq!(
@@ -43,7 +44,7 @@ async fn export_then_import_as_runs_with_the_operator_killed_in_between() {
     // The operator dies between the stages; a new one runs the post stage.
     operator.kill();
     let _operator = OperatorProcess::start(&ns.name);
-    apply(&migration_run(&ns.name, "post", "post"));
+    apply(&MigrationRun::new(&ns.name, "post", "post").to_yaml());
     wait(&ns.name, "migrationrun/post", "Ready");
     let post = get(&ns.name, "migrationrun/post");
     assert_eq!(

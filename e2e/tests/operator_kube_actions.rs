@@ -6,53 +6,42 @@
 
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
+use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
-    OperatorProcess, TestNamespace, apply, client, get, install_crds, kubectl, ok, running_pods,
-    statefulset, wait, wait_for,
+    OperatorProcess, TestNamespace, apply, client, create_secret, get, hold_pod, install_crds,
+    kubectl, ok, release_pod, replicas, running_pods, statefulset, wait, wait_for,
 };
 
 fn run(ns: &str, name: &str, stage: &str, dry_run: bool) -> String {
-    format!(
-        "apiVersion: stagehand.dev/v1beta1\nkind: MigrationRun\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {{migrationRef: opendesk, stage: {stage}, release: v1.18.0, dryRun: {dry_run}}}\n"
-    )
+    MigrationRun::new(ns, name, stage)
+        .dry_run(dry_run)
+        .to_yaml()
 }
 
-fn replicas(ns: &str, name: &str) -> u64 {
-    get(ns, &format!("statefulset/{name}"))["spec"]["replicas"]
-        .as_u64()
-        .unwrap()
+/// The Migration adopting v1.17.3 whose post stage restarts ox-connector; the tests add the pre
+/// actions.
+fn migration(ns: &str) -> Migration {
+    let restart = Action::new("ox_connector_restart")
+        .run_mode("default")
+        .versions(json!({"minimum": "v1.15", "from": "v1.15", "to": "v1"}))
+        .config(json!({"statefulset": {"name": "ox-connector", "replicas": 1, "waitSeconds": 1}}));
+    Migration::new(ns)
+        .installed("v1.17.3")
+        .secret_file(
+            "redis-password",
+            "cache-intercom-service-password",
+            "password",
+        )
+        .post(restart)
 }
 
-fn migration(ns: &str, pre: &str) -> String {
-    format!(
-        r#"apiVersion: stagehand.dev/v1beta1
-kind: Migration
-metadata: {{name: opendesk, namespace: {ns}}}
-spec:
-  releaseVersion: "v1.18.0"
-  installedRelease: "v1.17.3"
-  secretFiles:
-    - name: redis-password
-      secret: {{name: cache-intercom-service-password, key: password}}
-  actions:
-    pre:
-{pre}
-    post:
-      - id: ox_connector_restart
-        runMode: default
-        versions: {{minimum: "v1.15", from: "v1.15", to: "v1"}}
-        config: {{statefulset: {{name: ox-connector, replicas: 1, waitSeconds: 1}}}}
-"#
-    )
+/// Scales ox-connector to 0, once (tagged).
+fn scale_down() -> Action {
+    Action::scale("ox-connector", 0)
+        .tag("v1.18.0")
+        .run_mode("apply")
 }
-
-const SCALE_DOWN: &str = r#"      - id: workload_scale
-        tag: "v1.18.0"
-        runMode: apply
-        versions: {minimum: "v1.15", from: "v1.15", to: "v1.17"}
-        config: {workload: {kind: StatefulSet, name: ox-connector, replicas: 0, timeoutSeconds: 60}}
-"#;
 
 #[tokio::test]
 async fn pre_and_post_runs_scale_the_connector_and_footprints_stop_a_second_run() {
@@ -60,22 +49,16 @@ async fn pre_and_post_runs_scale_the_connector_and_footprints_stop_a_second_run(
     install_crds();
     let ns = TestNamespace::new(&client, "op-kube").await;
     let secret_value = format!("s3cr3t-{}-value", std::process::id());
-    ok(
-        "secret",
-        &kubectl(&[
-            "create",
-            "secret",
-            "generic",
-            "cache-intercom-service-password",
-            "-n",
-            &ns.name,
-            &format!("--from-literal=password={secret_value}"),
-        ]),
+    create_secret(
+        &ns.name,
+        "cache-intercom-service-password",
+        "password",
+        &secret_value,
     );
     apply(&statefulset(&ns.name, "ox-connector", 2));
     running_pods(&ns.name, "ox-connector", 2).await;
     let operator = OperatorProcess::start(&ns.name);
-    apply(&migration(&ns.name, SCALE_DOWN));
+    apply(&migration(&ns.name).pre(scale_down()).to_yaml());
 
     // A dry run first: plans (proving it may scale), changes nothing, records nothing.
     apply(&run(&ns.name, "dry", "pre", true));
@@ -179,44 +162,20 @@ async fn a_killed_operator_s_run_is_finished_by_the_next_without_repeating() {
     let client = client().await;
     install_crds();
     let ns = TestNamespace::new(&client, "op-kill").await;
-    ok(
-        "secret",
-        &kubectl(&[
-            "create",
-            "secret",
-            "generic",
-            "cache-intercom-service-password",
-            "-n",
-            &ns.name,
-            "--from-literal=password=x",
-        ]),
-    );
+    create_secret(&ns.name, "cache-intercom-service-password", "password", "x");
     apply(&statefulset(&ns.name, "first", 1));
     apply(&statefulset(&ns.name, "ox-connector", 1));
     running_pods(&ns.name, "first", 1).await;
     running_pods(&ns.name, "ox-connector", 1).await;
     // ox-connector-0 cannot go away until the test lets it: the run is held inside action 1.
-    ok(
-        "hold",
-        &kubectl(&[
-            "patch",
-            "pod",
-            "ox-connector-0",
-            "-n",
-            &ns.name,
-            "--type=merge",
-            "-p",
-            r#"{"metadata":{"finalizers":["example.com/hold"]}}"#,
-        ]),
-    );
+    hold_pod(&ns.name, "ox-connector-0");
     // Action 0 is untagged: only the run's own status keeps it from running twice.
-    let pre = r#"      - id: workload_scale
-        versions: {minimum: "v1.15", from: "v1.15", to: "v1.17"}
-        config: {workload: {kind: StatefulSet, name: first, replicas: 0}}
-"#
-    .to_string()
-        + SCALE_DOWN;
-    apply(&migration(&ns.name, &pre));
+    apply(
+        &migration(&ns.name)
+            .pre(Action::scale_without_timeout("first", 0))
+            .pre(scale_down())
+            .to_yaml(),
+    );
     let mut first_operator = OperatorProcess::start(&ns.name);
     apply(&run(&ns.name, "pre", "pre", false));
     let before = wait_for(
@@ -235,19 +194,7 @@ async fn a_killed_operator_s_run_is_finished_by_the_next_without_repeating() {
     let first_log = first_operator.logs();
 
     // Let the pod go, and start a new operator: it finishes the run.
-    ok(
-        "release",
-        &kubectl(&[
-            "patch",
-            "pod",
-            "ox-connector-0",
-            "-n",
-            &ns.name,
-            "--type=json",
-            "-p",
-            r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
-        ]),
-    );
+    ok("release", &release_pod(&ns.name, "ox-connector-0"));
     let _second_operator = OperatorProcess::start(&ns.name);
     wait(&ns.name, "migrationrun/pre", "Ready");
     let after = get(&ns.name, "migrationrun/pre");
@@ -319,34 +266,11 @@ async fn the_standby_finishes_the_run_of_a_leader_stopped_mid_action() {
     let client = client().await;
     install_crds();
     let ns = TestNamespace::new(&client, "op-handover").await;
-    ok(
-        "secret",
-        &kubectl(&[
-            "create",
-            "secret",
-            "generic",
-            "cache-intercom-service-password",
-            "-n",
-            &ns.name,
-            "--from-literal=password=x",
-        ]),
-    );
+    create_secret(&ns.name, "cache-intercom-service-password", "password", "x");
     apply(&statefulset(&ns.name, "ox-connector", 1));
     running_pods(&ns.name, "ox-connector", 1).await;
-    ok(
-        "hold",
-        &kubectl(&[
-            "patch",
-            "pod",
-            "ox-connector-0",
-            "-n",
-            &ns.name,
-            "--type=merge",
-            "-p",
-            r#"{"metadata":{"finalizers":["example.com/hold"]}}"#,
-        ]),
-    );
-    apply(&migration(&ns.name, SCALE_DOWN));
+    hold_pod(&ns.name, "ox-connector-0");
+    apply(&migration(&ns.name).pre(scale_down()).to_yaml());
     let config = stagehand_e2e::kubeconfig();
     let args = |id: &'static str| {
         [
@@ -382,19 +306,7 @@ async fn the_standby_finishes_the_run_of_a_leader_stopped_mid_action() {
         stopped["status"]["actions"][0]["decision"], "Run",
         "interrupted, not failed: {stopped}"
     );
-    ok(
-        "release",
-        &kubectl(&[
-            "patch",
-            "pod",
-            "ox-connector-0",
-            "-n",
-            &ns.name,
-            "--type=json",
-            "-p",
-            r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
-        ]),
-    );
+    ok("release", &release_pod(&ns.name, "ox-connector-0"));
     wait_for("replica-b to lead", Duration::from_secs(60), || async {
         (lease_holder(&ns.name) == "replica-b").then_some(())
     })

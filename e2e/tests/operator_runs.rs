@@ -3,15 +3,17 @@
 //! naming it, and the post run records the release.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use serde_json::json;
+use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
     OperatorProcess, TestNamespace, apply, client, condition, get, install_crds, kubectl, ok,
     stderr, wait,
 };
 
 fn run(ns: &str, name: &str, stage: &str, release: &str) -> String {
-    format!(
-        "apiVersion: stagehand.dev/v1beta1\nkind: MigrationRun\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {{migrationRef: opendesk, stage: {stage}, release: \"{release}\"}}\n"
-    )
+    MigrationRun::new(ns, name, stage)
+        .release(release)
+        .to_yaml()
 }
 
 #[tokio::test]
@@ -70,27 +72,18 @@ async fn invalid_declarations_stall_the_run_before_anything_runs() {
     let _operator = OperatorProcess::start(&ns.name);
     // Valid for the API server's schema, invalid for Stagehand: an unknown action, a window
     // that ends before it starts, and an opt-out with the wrong tag.
-    apply(&format!(
-        r#"apiVersion: stagehand.dev/v1beta1
-kind: Migration
-metadata: {{name: opendesk, namespace: {ns}}}
-spec:
-  releaseVersion: "v1.18.0"
-  installedRelease: "v1.17.3"
-  actions:
-    pre:
-      - id: scale_everything
-        versions: {{minimum: "v1.15", from: "v1.15", to: "v1.17"}}
-      - id: workload_scale
-        tag: "v1.18.0"
-        versions: {{minimum: "v1.15", from: "v1.16", to: "v1.15"}}
-        config: {{workload: {{kind: StatefulSet, name: ox-connector, replicas: 0}}}}
-  actionsSkip:
-    pre:
-      - {{id: workload_scale, tag: "v1.17.0"}}
-"#,
-        ns = ns.name
-    ));
+    apply(
+        &Migration::new(&ns.name)
+            .installed("v1.17.3")
+            .pre(Action::new("scale_everything"))
+            .pre(
+                Action::scale_without_timeout("ox-connector", 0)
+                    .tag("v1.18.0")
+                    .versions(json!({"minimum": "v1.15", "from": "v1.16", "to": "v1.15"})),
+            )
+            .skip("pre", "workload_scale", "v1.17.0")
+            .to_yaml(),
+    );
     wait(&ns.name, "migration/opendesk", "Stalled");
     let migration = get(&ns.name, "migration/opendesk");
     let codes: Vec<&str> = migration["status"]["problems"]
@@ -135,22 +128,12 @@ async fn a_failing_action_stalls_the_run_naming_it() {
     let _operator = OperatorProcess::start(&ns.name);
     // The workload to scale does not exist: the run must fail on the action, naming it, and
     // not pretend it ran.
-    apply(&format!(
-        r#"apiVersion: stagehand.dev/v1beta1
-kind: Migration
-metadata: {{name: opendesk, namespace: {ns}}}
-spec:
-  releaseVersion: "v1.18.0"
-  installedRelease: "v1.17.3"
-  actions:
-    pre:
-      - id: workload_scale
-        tag: "v1.18.0"
-        versions: {{minimum: "v1.15", from: "v1.15", to: "v1.17"}}
-        config: {{workload: {{kind: StatefulSet, name: ox-connector-missing, replicas: 0}}}}
-"#,
-        ns = ns.name
-    ));
+    apply(
+        &Migration::new(&ns.name)
+            .installed("v1.17.3")
+            .pre(Action::scale_without_timeout("ox-connector-missing", 0).tag("v1.18.0"))
+            .to_yaml(),
+    );
     apply(&run(&ns.name, "pre", "pre", "v1.18.0"));
     wait(&ns.name, "migrationrun/pre", "Stalled");
     let pre = get(&ns.name, "migrationrun/pre");
@@ -184,10 +167,7 @@ async fn a_run_for_another_release_waits() {
     install_crds();
     let ns = TestNamespace::new(&client, "op-stale").await;
     let _operator = OperatorProcess::start(&ns.name);
-    apply(&format!(
-        "apiVersion: stagehand.dev/v1beta1\nkind: Migration\nmetadata: {{name: opendesk, namespace: {}}}\nspec: {{releaseVersion: \"v1.18.0\"}}\n",
-        ns.name
-    ));
+    apply(&Migration::new(&ns.name).to_yaml());
     apply(&run(&ns.name, "old", "pre", "v1.17.0"));
     let out = kubectl(&[
         "wait",
@@ -216,10 +196,7 @@ async fn a_malformed_run_does_not_stall_the_others() {
     let client = client().await;
     install_crds();
     let ns = TestNamespace::new(&client, "op-malformed").await;
-    apply(&format!(
-        "apiVersion: stagehand.dev/v1beta1\nkind: Migration\nmetadata: {{name: opendesk, namespace: {}}}\nspec: {{releaseVersion: \"v1.18.0\"}}\n",
-        ns.name
-    ));
+    apply(&Migration::new(&ns.name).to_yaml());
     apply(&run(&ns.name, "bad", "pre", "v1.18.0"));
     ok(
         "corrupt status",
@@ -258,24 +235,17 @@ async fn a_missing_required_secret_fails_before_any_action() {
     install_crds();
     let ns = TestNamespace::new(&client, "op-secret").await;
     let _operator = OperatorProcess::start(&ns.name);
-    apply(&format!(
-        r#"apiVersion: stagehand.dev/v1beta1
-kind: Migration
-metadata: {{name: opendesk, namespace: {ns}}}
-spec:
-  releaseVersion: "v1.18.0"
-  installedRelease: "v1.17.3"
-  secretFiles:
-    - name: redis-password
-      secret: {{name: cache-intercom-service-password, key: password}}
-  actions:
-    pre:
-      - id: workload_scale
-        versions: {{minimum: "v1.15", from: "v1.15", to: "v1.17"}}
-        config: {{workload: {{kind: StatefulSet, name: does-not-matter, replicas: 0}}}}
-"#,
-        ns = ns.name
-    ));
+    apply(
+        &Migration::new(&ns.name)
+            .installed("v1.17.3")
+            .secret_file(
+                "redis-password",
+                "cache-intercom-service-password",
+                "password",
+            )
+            .pre(Action::scale_without_timeout("does-not-matter", 0))
+            .to_yaml(),
+    );
     apply(&run(&ns.name, "pre", "pre", "v1.18.0"));
     wait(&ns.name, "migrationrun/pre", "Stalled");
     let pre = get(&ns.name, "migrationrun/pre");
@@ -299,10 +269,7 @@ async fn pre_and_post_applied_together_both_finish() {
     install_crds();
     let ns = TestNamespace::new(&client, "op-together").await;
     let _operator = OperatorProcess::start(&ns.name);
-    apply(&format!(
-        "apiVersion: stagehand.dev/v1beta1\nkind: Migration\nmetadata: {{name: opendesk, namespace: {}}}\nspec: {{releaseVersion: \"v1.18.0\"}}\n",
-        ns.name
-    ));
+    apply(&Migration::new(&ns.name).to_yaml());
     apply(&format!(
         "{}---\n{}",
         run(&ns.name, "a-post", "post", "v1.18.0"),

@@ -11,56 +11,42 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
+use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::slapd::{BASE_DN, ROOT_PASSWORD, Slapd, SlapdOptions};
 use stagehand_e2e::{
     OperatorProcess, TestNamespace, apply, client, condition, create_secret, get, install_crds,
-    kubectl, kubectl_stdin, ok, running_pods, statefulset, stdout, wait, wait_for,
+    kubectl, kubectl_stdin, ok, reason_becomes, replicas, running_pods, statefulset, stdout, wait,
+    wait_for,
 };
 use stagehand_simulators::http::FaultRule;
 use stagehand_simulators::provisioning::{self, ProvisioningConfig, ProvisioningSim};
 
-const WINDOW: &str = r#"{minimum: "v1.15", from: "v1.15", to: "v1.17"}"#;
-
 fn run(ns: &str, name: &str, stage: &str) -> String {
-    format!(
-        "apiVersion: stagehand.dev/v1beta1\nkind: MigrationRun\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {{migrationRef: opendesk, stage: {stage}, release: v1.18.0}}\n"
-    )
+    MigrationRun::new(ns, name, stage).to_yaml()
 }
 
-fn run_of(ns: &str, migration: &str, name: &str, stage: &str, extra: &str) -> String {
-    format!(
-        "apiVersion: stagehand.dev/v1beta1\nkind: MigrationRun\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {{migrationRef: {migration}, stage: {stage}, release: v1.18.0{extra}}}\n"
-    )
+/// The Migration `opendesk` adopting v1.17.3.
+fn adopting(ns: &str) -> Migration {
+    Migration::new(ns).installed("v1.17.3")
 }
 
-/// A Migration `name` adopting v1.17.3, with these pre and post actions (YAML list items,
-/// indented by 6) and extra spec lines (indented by 2).
-fn migration(ns: &str, name: &str, pre: &str, post: &str, extra: &str) -> String {
-    format!(
-        "apiVersion: stagehand.dev/v1beta1\nkind: Migration\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  releaseVersion: \"v1.18.0\"\n  installedRelease: \"v1.17.3\"\n{extra}  actions:\n    pre:\n{pre}    post:\n{post}"
-    )
-}
-
-fn none() -> &'static str {
-    "      []\n"
+/// [`adopting`], with the Provisioning API's password (the Secret of [`provisioning_sim`]).
+fn provisioned(ns: &str) -> Migration {
+    adopting(ns).secret_file("provisioning-api-password", "provisioning", "password")
 }
 
 /// `workload_scale` of StatefulSet `sts` to `replicas`, tagged.
-fn scale(sts: &str, replicas: u32) -> String {
-    format!(
-        "      - id: workload_scale\n        tag: \"v1.18.0\"\n        versions: {WINDOW}\n        config: {{workload: {{kind: StatefulSet, name: {sts}, replicas: {replicas}, timeoutSeconds: 60}}}}\n"
-    )
+fn scale(sts: &str, replicas: u32) -> Action {
+    Action::scale(sts, replicas).tag("v1.18.0")
 }
 
-/// `provisioning_drop_subscriptions` of `name` against `sim`.
-fn drop_subscription(sim: &ProvisioningSim, name: &str) -> String {
-    format!(
-        "      - id: provisioning_drop_subscriptions\n        tag: \"v1.18.0\"\n        versions: {WINDOW}\n        config:\n          provisioning: {{url: \"{}\", username: admin, requestTimeoutSeconds: 20}}\n          subscriptions: [{name}]\n",
-        sim.api_url()
-    )
+/// `provisioning_drop_subscriptions` of `name` against `sim`, untagged.
+fn drop_subscription(sim: &ProvisioningSim, name: &str) -> Action {
+    Action::new("provisioning_drop_subscriptions").config(json!({
+        "provisioning": {"url": sim.api_url(), "username": "admin", "requestTimeoutSeconds": 20},
+        "subscriptions": [name],
+    }))
 }
-
-const PROVISIONING_FILE: &str = "  secretFiles:\n    - name: provisioning-api-password\n      secret: {name: provisioning, key: password}\n";
 
 async fn provisioning_sim(ns: &str, names: &[&str]) -> ProvisioningSim {
     let password = format!("prov-{}-S3cret", std::process::id());
@@ -80,12 +66,6 @@ fn reason(obj: &Value) -> String {
         .as_str()
         .unwrap_or_default()
         .to_string()
-}
-
-fn replicas(ns: &str, sts: &str) -> u64 {
-    get(ns, &format!("statefulset/{sts}"))["spec"]["replicas"]
-        .as_u64()
-        .unwrap()
 }
 
 fn deletes(sim: &ProvisioningSim) -> Vec<String> {
@@ -119,23 +99,6 @@ fn time(obj: &Value, field: &str) -> Timestamp {
         .unwrap()
 }
 
-/// Waits until the run's Ready reason is `want`.
-async fn reason_becomes(ns: &str, what: &str, want: &str) -> Value {
-    wait_for(
-        &format!("{what} reason {want}"),
-        Duration::from_secs(90),
-        || async {
-            let obj = get(ns, what);
-            let has = obj["status"]["conditions"].as_array().is_some_and(|c| {
-                c.iter()
-                    .any(|c| c["type"] == "Ready" && c["reason"] == want)
-            });
-            has.then_some(obj)
-        },
-    )
-    .await
-}
-
 /// Waits until the run's first action has started.
 async fn first_action_started(ns: &str, what: &str) {
     wait_for(
@@ -167,16 +130,17 @@ async fn a_dry_run_in_the_config_records_no_footprint_and_a_later_run_does_the_w
     });
     create_secret(&ns.name, "ldap", "password", ROOT_PASSWORD);
     let declare = |dry: bool| {
-        migration(
-            &ns.name,
-            "opendesk",
-            &format!(
-                "      - id: ldap_entryuuid_to_object_identifier\n        tag: \"v1.18.0\"\n        runMode: apply\n        versions: {WINDOW}\n        config: {{dryRun: {dry}, ldap: {{url: \"{}\", baseDn: \"{BASE_DN}\"}}}}\n",
-                slapd.url()
-            ),
-            none(),
-            "  secretFiles:\n    - name: ldap-admin-password\n      secret: {name: ldap, key: password}\n",
-        )
+        adopting(&ns.name)
+            .secret_file("ldap-admin-password", "ldap", "password")
+            .pre(
+                Action::new("ldap_entryuuid_to_object_identifier")
+                    .tag("v1.18.0")
+                    .run_mode("apply")
+                    .config(
+                        json!({"dryRun": dry, "ldap": {"url": slapd.url(), "baseDn": BASE_DN}}),
+                    ),
+            )
+            .to_yaml()
     };
     let identifier = || slapd.search("(uid=alice)", &["univentionObjectIdentifier"]);
     let _operator = OperatorProcess::start(&ns.name);
@@ -245,17 +209,10 @@ async fn an_edited_migration_stops_the_run_before_the_changed_action() {
     );
     let _operator = OperatorProcess::start(&ns.name);
     let declare = |second: &str| {
-        migration(
-            &ns.name,
-            "opendesk",
-            &format!(
-                "{}{}",
-                drop_subscription(&sim, "first"),
-                drop_subscription(&sim, second).replace("tag: \"v1.18.0\"", "tag: \"v1.18.1\"")
-            ),
-            none(),
-            PROVISIONING_FILE,
-        )
+        provisioned(&ns.name)
+            .pre(drop_subscription(&sim, "first").tag("v1.18.0"))
+            .pre(drop_subscription(&sim, second).tag("v1.18.1"))
+            .to_yaml()
     };
     apply(&declare("second"));
     apply(&run(&ns.name, "pre", "pre"));
@@ -315,19 +272,17 @@ async fn the_preflight_reports_every_problem_before_the_first_change() {
     apply(&statefulset(&ns.name, "ox-connector", 2));
     running_pods(&ns.name, "ox-connector", 2).await;
     let _operator = OperatorProcess::start(&ns.name);
-    apply(&migration(
-        &ns.name,
-        "opendesk",
-        &format!(
-            "{}{}      - id: flush_intercom_sessions\n        tag: \"v1.18.0\"\n        versions: {WINDOW}\n        config: {{redis: {{host: \"127.0.0.1\", port: 1, username: default, keyPattern: \"sess:*\"}}}}\n",
-            scale("ox-connector", 0),
-            drop_subscription(&sim, "ox-connector")
-        ),
-        none(),
-        &format!(
-            "{PROVISIONING_FILE}    - name: redis-password\n      secret: {{name: redis, key: password}}\n"
-        ),
-    ));
+    let flush = Action::new("flush_intercom_sessions")
+        .tag("v1.18.0")
+        .config(json!({"redis": {"host": "127.0.0.1", "port": 1, "username": "default", "keyPattern": "sess:*"}}));
+    apply(
+        &provisioned(&ns.name)
+            .secret_file("redis-password", "redis", "password")
+            .pre(scale("ox-connector", 0))
+            .pre(drop_subscription(&sim, "ox-connector").tag("v1.18.0"))
+            .pre(flush)
+            .to_yaml(),
+    );
     wait(&ns.name, "migration/opendesk", "Ready");
     apply(&run(&ns.name, "pre", "pre"));
     let pre = reason_becomes(&ns.name, "migrationrun/pre", "PreflightFailed").await;
@@ -376,7 +331,7 @@ async fn the_history_outlives_a_recreated_migration() {
     apply(&statefulset(&ns.name, "ox-connector", 2));
     running_pods(&ns.name, "ox-connector", 2).await;
     let _operator = OperatorProcess::start(&ns.name);
-    let declared = migration(&ns.name, "opendesk", &scale("ox-connector", 0), none(), "");
+    let declared = adopting(&ns.name).pre(scale("ox-connector", 0)).to_yaml();
     apply(&declared);
     apply(&run(&ns.name, "pre-1", "pre"));
     wait(&ns.name, "migrationrun/pre-1", "Ready");
@@ -460,13 +415,7 @@ async fn an_unreadable_ledger_stalls_the_run_and_is_left_alone() {
     );
     let before = ledger(&ns.name).unwrap();
     let _operator = OperatorProcess::start(&ns.name);
-    apply(&migration(
-        &ns.name,
-        "opendesk",
-        &scale("ox-connector", 0),
-        none(),
-        "",
-    ));
+    apply(&adopting(&ns.name).pre(scale("ox-connector", 0)).to_yaml());
     apply(&run(&ns.name, "pre", "pre"));
     let pre = reason_becomes(&ns.name, "migrationrun/pre", "HistoryUnreadable").await;
     let message = condition(&pre, "Stalled")["message"]
@@ -497,13 +446,7 @@ async fn the_status_history_of_an_older_stagehand_becomes_the_ledger() {
     let client = client().await;
     install_crds();
     let ns = TestNamespace::new(&client, "safe-upgrade").await;
-    apply(&migration(
-        &ns.name,
-        "opendesk",
-        &scale("ox-connector", 0),
-        none(),
-        "",
-    ));
+    apply(&adopting(&ns.name).pre(scale("ox-connector", 0)).to_yaml());
     let status = json!({"status": {"lastMigratedRelease": "v1.17.3", "history": [
         {"stage": "pre", "id": "workload_scale", "tag": "v1.18.0", "release": "v1.18.0", "runName": "old", "completedAt": "2026-01-01T00:00:00Z"}]}});
     ok(
@@ -553,13 +496,7 @@ async fn a_footprint_written_before_a_crash_is_not_applied_again() {
     install_crds();
     let ns = TestNamespace::new(&client, "safe-crash").await;
     apply(&statefulset(&ns.name, "ox-connector", 2));
-    apply(&migration(
-        &ns.name,
-        "opendesk",
-        &scale("ox-connector", 0),
-        none(),
-        "",
-    ));
+    apply(&adopting(&ns.name).pre(scale("ox-connector", 0)).to_yaml());
     apply(&run(&ns.name, "pre", "pre"));
     // What the operator left behind: the plan frozen, the action started, its footprint in
     // the ledger, the run's status not yet updated.
@@ -623,19 +560,17 @@ async fn suspend_holds_new_runs_and_lets_a_running_one_finish() {
     let sim = provisioning_sim(&ns.name, &["a", "b"]).await;
     let _operator = OperatorProcess::start(&ns.name);
     let declare = |suspend: bool| {
-        migration(
-            &ns.name,
-            "opendesk",
-            &drop_subscription(&sim, "a"),
-            none(),
-            &format!("  suspend: {suspend}\n{PROVISIONING_FILE}"),
-        )
+        provisioned(&ns.name)
+            .suspend(suspend)
+            .pre(drop_subscription(&sim, "a").tag("v1.18.0"))
+            .to_yaml()
     };
     apply(&declare(true));
-    apply(&run(&ns.name, "pre-1", "pre").replace(
-        "release: v1.18.0",
-        "release: v1.18.0, waitTimeoutSeconds: 4",
-    ));
+    apply(
+        &MigrationRun::new(&ns.name, "pre-1", "pre")
+            .wait_timeout_seconds(4)
+            .to_yaml(),
+    );
     let held = reason_becomes(&ns.name, "migrationrun/pre-1", "Suspended").await;
     assert_eq!(condition(&held, "Ready")["status"], "False");
     assert_eq!(condition(&held, "Reconciling")["status"], "True");
@@ -655,13 +590,10 @@ async fn suspend_holds_new_runs_and_lets_a_running_one_finish() {
             .delay_ms(2500),
     );
     let declare_b = |suspend: bool| {
-        migration(
-            &ns.name,
-            "opendesk",
-            &drop_subscription(&sim, "b").replace("        tag: \"v1.18.0\"\n", ""),
-            none(),
-            &format!("  suspend: {suspend}\n{PROVISIONING_FILE}"),
-        )
+        provisioned(&ns.name)
+            .suspend(suspend)
+            .pre(drop_subscription(&sim, "b"))
+            .to_yaml()
     };
     apply(&declare_b(false));
     apply(&run(&ns.name, "pre-2", "pre"));
@@ -703,26 +635,28 @@ async fn ordering_and_exclusivity_are_seen_in_start_and_completion_times() {
             .delay_ms(1500),
     );
     let _operator = OperatorProcess::start(&ns.name);
-    apply(&migration(
-        &ns.name,
-        "opendesk",
-        &drop_subscription(&sim, "one").replace("        tag: \"v1.18.0\"\n", ""),
-        &drop_subscription(&sim, "two").replace("        tag: \"v1.18.0\"\n", ""),
-        PROVISIONING_FILE,
-    ));
-    apply(&migration(
-        &ns.name,
-        "other",
-        &drop_subscription(&sim, "three").replace("        tag: \"v1.18.0\"\n", ""),
-        none(),
-        PROVISIONING_FILE,
-    ));
+    apply(
+        &provisioned(&ns.name)
+            .pre(drop_subscription(&sim, "one"))
+            .post(drop_subscription(&sim, "two"))
+            .to_yaml(),
+    );
+    apply(
+        &provisioned(&ns.name)
+            .name("other")
+            .pre(drop_subscription(&sim, "three"))
+            .to_yaml(),
+    );
     // Post first, then two pre runs, then the other Migration's run.
     apply(&run(&ns.name, "a-post", "post"));
     apply(&run(&ns.name, "b-pre", "pre"));
     std::thread::sleep(Duration::from_millis(1100));
     apply(&run(&ns.name, "c-pre", "pre"));
-    apply(&run_of(&ns.name, "other", "d-other", "pre", ""));
+    apply(
+        &MigrationRun::new(&ns.name, "d-other", "pre")
+            .of("other")
+            .to_yaml(),
+    );
     for r in ["a-post", "b-pre", "c-pre", "d-other"] {
         wait(&ns.name, &format!("migrationrun/{r}"), "Ready");
     }
@@ -751,14 +685,13 @@ async fn ordering_and_exclusivity_are_seen_in_start_and_completion_times() {
         time(&d, "completionTime")
     );
     // Nobody runs a third Migration's pre stage: its post run gives up.
-    apply(&migration(&ns.name, "third", none(), none(), ""));
-    apply(&run_of(
-        &ns.name,
-        "third",
-        "e-post",
-        "post",
-        ", waitTimeoutSeconds: 3",
-    ));
+    apply(&adopting(&ns.name).name("third").to_yaml());
+    apply(
+        &MigrationRun::new(&ns.name, "e-post", "post")
+            .of("third")
+            .wait_timeout_seconds(3)
+            .to_yaml(),
+    );
     let e = reason_becomes(&ns.name, "migrationrun/e-post", "Failed").await;
     let message = condition(&e, "Stalled")["message"]
         .as_str()
@@ -779,15 +712,12 @@ async fn warnings_are_events_and_action_logs_carry_run_and_action() {
     let ns = TestNamespace::new(&client, "safe-warn").await;
     let sim = provisioning_sim(&ns.name, &["ox-connector"]).await;
     let operator = OperatorProcess::start(&ns.name);
-    apply(&migration(
-        &ns.name,
-        "opendesk",
-        &drop_subscription(&sim, "ox-connector"),
-        none(),
-        &format!(
-            "{PROVISIONING_FILE}  actionsSkip:\n    pre: [{{id: ox_names_to_object_identifier, tag: \"v1.18.0\"}}]\n"
-        ),
-    ));
+    apply(
+        &provisioned(&ns.name)
+            .pre(drop_subscription(&sim, "ox-connector").tag("v1.18.0"))
+            .skip("pre", "ox_names_to_object_identifier", "v1.18.0")
+            .to_yaml(),
+    );
     apply(&run(&ns.name, "pre", "pre"));
     wait(&ns.name, "migrationrun/pre", "Ready");
     let events = wait_for("the warning event", Duration::from_secs(30), || async {
@@ -848,17 +778,12 @@ async fn sigterm_inside_a_slow_action_lets_it_finish_and_starts_no_new_one() {
     );
     apply(&statefulset(&ns.name, "ox-connector", 1));
     let mut operator = OperatorProcess::start(&ns.name);
-    apply(&migration(
-        &ns.name,
-        "opendesk",
-        &format!(
-            "{}{}",
-            drop_subscription(&sim, "ox-connector"),
-            scale("ox-connector", 0)
-        ),
-        none(),
-        PROVISIONING_FILE,
-    ));
+    apply(
+        &provisioned(&ns.name)
+            .pre(drop_subscription(&sim, "ox-connector").tag("v1.18.0"))
+            .pre(scale("ox-connector", 0))
+            .to_yaml(),
+    );
     apply(&run(&ns.name, "pre", "pre"));
     // SIGTERM while the first action waits on its slow DELETE (4 s).
     first_action_started(&ns.name, "migrationrun/pre").await;

@@ -9,9 +9,10 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
     OperatorProcess, TestNamespace, client, install_crds, kubeconfig, kubectl, kubectl_stdin, ok,
-    wait_for,
+    wait_for, wait_up_to,
 };
 
 /// `GET path` on `address`; the status code and body, or `None` if it cannot connect.
@@ -146,36 +147,20 @@ async fn probes_and_metrics_answer_on_free_ports() {
     .await;
 
     // A run (a fresh installation: its one action is skipped) shows up in the counters.
-    let run = format!(
-        r#"apiVersion: stagehand.dev/v1beta1
-kind: Migration
-metadata: {{name: opendesk, namespace: {ns}}}
-spec:
-  releaseVersion: "v1.18.0"
-  actions:
-    pre:
-      - id: workload_scale
-        versions: {{minimum: "v1.15", from: "v1.15", to: "v1.17"}}
-        config: {{workload: {{kind: StatefulSet, name: ox-connector, replicas: 0}}}}
----
-apiVersion: stagehand.dev/v1beta1
-kind: MigrationRun
-metadata: {{name: pre, namespace: {ns}}}
-spec: {{migrationRef: opendesk, stage: pre, release: "v1.18.0"}}
-"#,
-        ns = ns.name
-    );
+    let migration = Migration::new(&ns.name)
+        .pre(Action::scale_without_timeout("ox-connector", 0))
+        .to_yaml();
+    let run = [
+        migration,
+        MigrationRun::new(&ns.name, "pre", "pre").to_yaml(),
+    ]
+    .join("---\n");
     ok("apply", &kubectl_stdin(&["apply", "-f", "-"], Some(&run)));
-    ok(
-        "wait",
-        &kubectl(&[
-            "wait",
-            "--for=condition=Ready",
-            "--timeout=60s",
-            "migrationrun/pre",
-            "-n",
-            &ns.name,
-        ]),
+    wait_up_to(
+        &ns.name,
+        "migrationrun/pre",
+        "Ready",
+        Duration::from_secs(60),
     );
     let (status, body) = http_get(&metrics, "/metrics").unwrap();
     assert_eq!(status, 200, "/metrics");

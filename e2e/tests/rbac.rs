@@ -9,9 +9,10 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use serde_json::Value;
+use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
-    OperatorProcess, TestNamespace, apply, client, get, install_crds, kubectl, kubectl_stdin, ok,
-    running_pods, stagehand, statefulset, wait,
+    OperatorProcess, TestNamespace, apply, client, create_secret, get, install_crds, kubectl,
+    kubectl_stdin, ok, running_pods, stagehand, statefulset, wait,
 };
 
 /// The three comment lines on top of `deploy/manifests/stagehand.yaml`.
@@ -191,43 +192,30 @@ fn service_account_kubeconfig(ns: &str, account: &str) -> String {
 /// A StatefulSet of `replicas` pods on the kwok node, and a Migration whose pre stage scales
 /// it to 0 (reading a Secret through secretFiles), and its pre run.
 async fn workload_and_migration(ns: &str) {
-    ok(
-        "secret",
-        &kubectl(&[
-            "create",
-            "secret",
-            "generic",
-            "cache-intercom-service-password",
-            "-n",
-            ns,
-            "--from-literal=password=rbac-test",
-        ]),
+    create_secret(
+        ns,
+        "cache-intercom-service-password",
+        "password",
+        "rbac-test",
     );
     apply(&statefulset(ns, "ox-connector", 2));
     running_pods(ns, "ox-connector", 2).await;
-    apply(&format!(
-        r#"apiVersion: stagehand.dev/v1beta1
-kind: Migration
-metadata: {{name: opendesk, namespace: {ns}}}
-spec:
-  releaseVersion: "v1.18.0"
-  installedRelease: "v1.17.3"
-  secretFiles:
-    - name: redis-password
-      secret: {{name: cache-intercom-service-password, key: password}}
-  actions:
-    pre:
-      - id: workload_scale
-        tag: "v1.18.0"
-        runMode: apply
-        versions: {{minimum: "v1.15", from: "v1.15", to: "v1.17"}}
-        config: {{workload: {{kind: StatefulSet, name: ox-connector, replicas: 0, timeoutSeconds: 60}}}}
-    post: []
-"#
-    ));
-    apply(&format!(
-        "apiVersion: stagehand.dev/v1beta1\nkind: MigrationRun\nmetadata: {{name: pre, namespace: {ns}}}\nspec: {{migrationRef: opendesk, stage: pre, release: v1.18.0, dryRun: false}}\n"
-    ));
+    apply(
+        &Migration::new(ns)
+            .installed("v1.17.3")
+            .secret_file(
+                "redis-password",
+                "cache-intercom-service-password",
+                "password",
+            )
+            .pre(
+                Action::scale("ox-connector", 0)
+                    .tag("v1.18.0")
+                    .run_mode("apply"),
+            )
+            .to_yaml(),
+    );
+    apply(&MigrationRun::new(ns, "pre", "pre").dry_run(false).to_yaml());
 }
 
 #[tokio::test]

@@ -4,27 +4,32 @@
 //! Migration keeps only its newest `runHistoryLimit` finished runs of the stage.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use serde_json::Value;
+use serde_json::{Value, json};
+use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
-    OperatorProcess, TestNamespace, apply, client, install_crds, kubectl, kubectl_stdin, ok,
+    OperatorProcess, TestNamespace, apply, client, get, install_crds, kubectl_stdin, ok,
     running_pods, statefulset, wait,
 };
 
-const WINDOW: &str = r#"{minimum: "v1.15", from: "v1.15", to: "v1.18"}"#;
-
 fn migration(ns: &str) -> String {
-    format!(
-        "apiVersion: stagehand.dev/v1beta1\nkind: Migration\nmetadata: {{name: opendesk, namespace: {ns}}}\nspec:\n  releaseVersion: \"v1.18.0\"\n  installedRelease: \"v1.17.3\"\n  runHistoryLimit: 2\n  actions:\n    pre:\n      - id: workload_scale\n        tag: \"v1.18.0\"\n        versions: {WINDOW}\n        config: {{workload: {{kind: StatefulSet, name: once, replicas: 1, timeoutSeconds: 60}}}}\n      - id: workload_scale\n        versions: {WINDOW}\n        config: {{workload: {{kind: StatefulSet, name: every, replicas: 1, timeoutSeconds: 60}}}}\n    post: []\n"
-    )
+    let window = json!({"minimum": "v1.15", "from": "v1.15", "to": "v1.18"});
+    Migration::new(ns)
+        .installed("v1.17.3")
+        .run_history_limit(2)
+        .pre(
+            Action::scale("once", 1)
+                .tag("v1.18.0")
+                .versions(window.clone()),
+        )
+        .pre(Action::scale("every", 1).versions(window))
+        .to_yaml()
 }
 
 fn runs(ns: &str) -> Vec<Value> {
-    let out = ok(
-        "list runs",
-        &kubectl(&["get", "migrationruns", "-n", ns, "-o", "json"]),
-    );
-    let list: Value = serde_json::from_str(&out).unwrap();
-    list["items"].as_array().unwrap().clone()
+    get(ns, "migrationruns")["items"]
+        .as_array()
+        .unwrap()
+        .clone()
 }
 
 fn decisions(run: &Value) -> Vec<(String, String)> {
@@ -60,19 +65,12 @@ async fn each_deployment_runs_untagged_actions_again_and_old_runs_are_deleted() 
             "create run",
             &kubectl_stdin(
                 &["create", "-o", "name", "-f", "-"],
-                Some(&format!(
-                    "apiVersion: stagehand.dev/v1beta1\nkind: MigrationRun\nmetadata: {{generateName: opendesk-pre-, namespace: {}}}\nspec: {{migrationRef: opendesk, stage: pre, release: v1.18.0}}\n",
-                    ns.name
-                )),
+                Some(&MigrationRun::generated(&ns.name, "opendesk-pre-", "pre").to_yaml()),
             ),
         );
         let name = created.trim().to_string();
         wait(&ns.name, &name, "Ready");
-        let run: Value = serde_json::from_str(&ok(
-            "get run",
-            &kubectl(&["get", &name, "-n", &ns.name, "-o", "json"]),
-        ))
-        .unwrap();
+        let run = get(&ns.name, &name);
         let expected_tagged = if deployment == 1 {
             ("Succeeded", "InWindow")
         } else {

@@ -5,39 +5,16 @@
 
 use std::time::Duration;
 
-use serde_json::Value;
+use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
-    OperatorProcess, TestNamespace, client, kubectl, kubectl_stdin, ok, stagehand, stderr, stdout,
-    wait_for,
+    OperatorProcess, TestNamespace, client, delete_crd, get, install_crds, kubectl, kubectl_stdin,
+    ok, stagehand, stderr, stdout, stored_versions, wait_established, wait_for, wait_up_to,
 };
 
 /// Both tests replace cluster-scoped CRDs; they run one at a time.
 static CLUSTER_SCOPED: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 const TUNNELS: &str = "tunnels.net.labhub.io";
-
-fn json(out: &std::process::Output, what: &str) -> Value {
-    serde_json::from_str(&ok(what, out)).unwrap()
-}
-
-fn stored_versions(crd: &str) -> Vec<String> {
-    let v = json(&kubectl(&["get", "crd", crd, "-o", "json"]), "get crd");
-    serde_json::from_value(v["status"]["storedVersions"].clone()).unwrap()
-}
-
-/// Deletes a CRD and waits until it is gone.
-async fn delete_crd(crd: &str) {
-    let _ = kubectl(&["delete", "crd", crd, "--ignore-not-found", "--wait=false"]);
-    wait_for(
-        &format!("CRD {crd} to be deleted"),
-        Duration::from_secs(60),
-        || async {
-            let out = kubectl(&["get", "crd", crd, "--ignore-not-found", "-o", "name"]);
-            stdout(&out).trim().is_empty().then_some(())
-        },
-    )
-    .await;
-}
 
 /// Step 4 of the lab: v1alpha1 stops being, and v1beta1 becomes, the storage version.
 fn flip_storage(crd: &str) {
@@ -72,18 +49,6 @@ async fn install_v1alpha1_only_crds() {
     for crd in OWN_CRDS {
         wait_established(crd);
     }
-}
-
-fn wait_established(crd: &str) {
-    ok(
-        "wait Established",
-        &kubectl(&[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            &format!("crd/{crd}"),
-        ]),
-    );
 }
 
 #[tokio::test]
@@ -128,18 +93,7 @@ async fn the_lab_replayed_against_the_api_server() {
     assert_eq!(stored_versions(TUNNELS), ["v1alpha1"]);
 
     // 3. Read through v1beta1: new apiVersion, no mtu (defaults apply when written).
-    let east = json(
-        &kubectl(&[
-            "get",
-            "tunnels.v1beta1.net.labhub.io",
-            "t-east",
-            "-n",
-            &ns.name,
-            "-o",
-            "json",
-        ]),
-        "get",
-    );
+    let east = get(&ns.name, "tunnels.v1beta1.net.labhub.io/t-east");
     assert_eq!(east["apiVersion"], "net.labhub.io/v1beta1");
     assert_eq!(
         east["spec"].get("mtu"),
@@ -191,18 +145,7 @@ async fn the_lab_replayed_against_the_api_server() {
         stdout(&migrated)
     );
     for name in ["t-east", "t-west"] {
-        let t = json(
-            &kubectl(&[
-                "get",
-                "tunnels.v1beta1.net.labhub.io",
-                name,
-                "-n",
-                &ns.name,
-                "-o",
-                "json",
-            ]),
-            "get",
-        );
+        let t = get(&ns.name, &format!("tunnels.v1beta1.net.labhub.io/{name}"));
         assert_eq!(
             t["spec"]["mtu"], 1400,
             "{name} was rewritten through v1beta1: {t}"
@@ -244,18 +187,7 @@ async fn the_lab_replayed_against_the_api_server() {
             || message.contains("NotFound"),
         "{message}"
     );
-    let east = json(
-        &kubectl(&[
-            "get",
-            "tunnels.v1beta1.net.labhub.io",
-            "t-east",
-            "-n",
-            &ns.name,
-            "-o",
-            "json",
-        ]),
-        "get",
-    );
+    let east = get(&ns.name, "tunnels.v1beta1.net.labhub.io/t-east");
     assert_eq!(east["spec"]["endpoint"], "10.30.0.11");
 
     // The check: MIGRATED, exit 0, the same answer however often it runs.
@@ -287,18 +219,7 @@ async fn the_lab_replayed_against_the_api_server() {
             r#"[{"op":"remove","path":"/spec/versions/0"}]"#,
         ]),
     );
-    let east = json(
-        &kubectl(&[
-            "get",
-            "tunnels.v1beta1.net.labhub.io",
-            "t-east",
-            "-n",
-            &ns.name,
-            "-o",
-            "json",
-        ]),
-        "get",
-    );
+    let east = get(&ns.name, "tunnels.v1beta1.net.labhub.io/t-east");
     assert_eq!(east["spec"]["mtu"], 1400);
     drop(ns);
     delete_crd(TUNNELS).await;
@@ -440,57 +361,29 @@ async fn own_crds_migrate_from_v1alpha1_storage() {
         assert_eq!(stored_versions(crd), ["v1alpha1"]);
     }
     let ns = TestNamespace::new(&client, "own-crds").await;
-    let objects = format!(
-        r#"apiVersion: stagehand.dev/v1alpha1
-kind: Migration
-metadata: {{name: opendesk, namespace: {ns}}}
-spec:
-  releaseVersion: "v1.18.0"
-  actions:
-    pre:
-      - id: workload_scale
-        versions: {{minimum: "v1.15", from: "v1.15", to: "v1.17"}}
-        config: {{workload: {{kind: StatefulSet, name: ox-connector, replicas: 0}}}}
----
-apiVersion: stagehand.dev/v1alpha1
-kind: MigrationRun
-metadata: {{name: opendesk-pre, namespace: {ns}}}
-spec: {{migrationRef: opendesk, stage: pre, release: "v1.18.0"}}
-"#,
-        ns = ns.name
-    );
+    let objects = [
+        Migration::new(&ns.name)
+            .api_version("v1alpha1")
+            .pre(Action::scale_without_timeout("ox-connector", 0))
+            .to_yaml(),
+        MigrationRun::new(&ns.name, "opendesk-pre", "pre")
+            .api_version("v1alpha1")
+            .to_yaml(),
+    ]
+    .join("---\n");
     let created = kubectl_stdin(&["apply", "-f", "-"], Some(&objects));
     ok("create v1alpha1 objects", &created);
 
     // Upgrade to the current CRDs: v1beta1 becomes the storage version.
-    let current = ok("crds", &stagehand(&["crds"]));
-    ok(
-        "apply current CRDs",
-        &kubectl_stdin(
-            &["apply", "--server-side", "--force-conflicts", "-f", "-"],
-            Some(&current),
-        ),
-    );
+    install_crds();
     for crd in crds {
-        wait_established(crd);
         assert_eq!(stored_versions(crd), ["v1alpha1", "v1beta1"]);
         let status = stagehand(&["storage-status", crd]);
         assert_eq!(status.status.code(), Some(1));
         assert!(stdout(&status).ends_with("PENDING v1alpha1\n"));
     }
     // Before the rewrite, the new defaults are not stored.
-    let run = json(
-        &kubectl(&[
-            "get",
-            "migrationruns.v1beta1.stagehand.dev",
-            "opendesk-pre",
-            "-n",
-            &ns.name,
-            "-o",
-            "json",
-        ]),
-        "get",
-    );
+    let run = get(&ns.name, "migrationruns.v1beta1.stagehand.dev/opendesk-pre");
     assert_eq!(run["spec"].get("waitTimeoutSeconds"), None, "{run}");
 
     for crd in crds {
@@ -503,32 +396,10 @@ spec: {{migrationRef: opendesk, stage: pre, release: "v1.18.0"}}
         );
         assert_eq!(stored_versions(crd), ["v1beta1"]);
     }
-    let run = json(
-        &kubectl(&[
-            "get",
-            "migrationruns.v1beta1.stagehand.dev",
-            "opendesk-pre",
-            "-n",
-            &ns.name,
-            "-o",
-            "json",
-        ]),
-        "get",
-    );
+    let run = get(&ns.name, "migrationruns.v1beta1.stagehand.dev/opendesk-pre");
     assert_eq!(run["apiVersion"], "stagehand.dev/v1beta1");
     assert_eq!(run["spec"]["waitTimeoutSeconds"], 3600, "{run}");
-    let mig = json(
-        &kubectl(&[
-            "get",
-            "migrations.v1beta1.stagehand.dev",
-            "opendesk",
-            "-n",
-            &ns.name,
-            "-o",
-            "json",
-        ]),
-        "get",
-    );
+    let mig = get(&ns.name, "migrations.v1beta1.stagehand.dev/opendesk");
     assert_eq!(mig["spec"]["suspend"], false, "{mig}");
     assert_eq!(mig["spec"]["actions"]["pre"][0]["id"], "workload_scale");
     // The spec stays immutable (the rewrite above was allowed to add the new default).
@@ -571,24 +442,19 @@ async fn the_operator_migrates_its_own_crds_at_start_up() {
     let crds = OWN_CRDS;
     install_v1alpha1_only_crds().await;
     let ns = TestNamespace::new(&client, "startup").await;
-    let objects = format!(
-        "apiVersion: stagehand.dev/v1alpha1\nkind: Migration\nmetadata: {{name: opendesk, namespace: {ns}}}\nspec: {{releaseVersion: \"v1.18.0\"}}\n---\napiVersion: stagehand.dev/v1alpha1\nkind: MigrationRun\nmetadata: {{name: pre, namespace: {ns}}}\nspec: {{migrationRef: opendesk, stage: pre, release: \"v1.18.0\"}}\n",
-        ns = ns.name
-    );
+    let objects = [
+        Migration::new(&ns.name).api_version("v1alpha1").to_yaml(),
+        MigrationRun::new(&ns.name, "pre", "pre")
+            .api_version("v1alpha1")
+            .to_yaml(),
+    ]
+    .join("---\n");
     ok(
         "create v1alpha1 objects",
         &kubectl_stdin(&["apply", "-f", "-"], Some(&objects)),
     );
-    let current = ok("crds", &stagehand(&["crds"]));
-    ok(
-        "apply current CRDs",
-        &kubectl_stdin(
-            &["apply", "--server-side", "--force-conflicts", "-f", "-"],
-            Some(&current),
-        ),
-    );
+    install_crds();
     for crd in crds {
-        wait_established(crd);
         assert_eq!(stored_versions(crd), ["v1alpha1", "v1beta1"]);
     }
     let operator = OperatorProcess::start(&ns.name);
@@ -600,33 +466,17 @@ async fn the_operator_migrates_its_own_crds_at_start_up() {
         )
         .await;
     }
-    let run = json(
-        &kubectl(&[
-            "get",
-            "migrationruns.v1beta1.stagehand.dev",
-            "pre",
-            "-n",
-            &ns.name,
-            "-o",
-            "json",
-        ]),
-        "get",
-    );
+    let run = get(&ns.name, "migrationruns.v1beta1.stagehand.dev/pre");
     assert_eq!(
         run["spec"]["waitTimeoutSeconds"], 3600,
         "rewritten through v1beta1: {run}"
     );
     // ... and then it ran the (fresh installation) pre run.
-    ok(
-        "wait",
-        &kubectl(&[
-            "wait",
-            "--for=condition=Ready",
-            "--timeout=60s",
-            "migrationrun/pre",
-            "-n",
-            &ns.name,
-        ]),
+    wait_up_to(
+        &ns.name,
+        "migrationrun/pre",
+        "Ready",
+        Duration::from_secs(60),
     );
     let logs = operator.logs();
     assert!(

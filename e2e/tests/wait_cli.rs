@@ -8,31 +8,25 @@ use std::io::Read;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
     OperatorProcess, TestNamespace, apply, client, install_crds, kubeconfig, running_pods,
     stagehand, stagehand_bin, statefulset, stderr, stdout,
 };
 
-const WINDOW: &str = r#"{minimum: "v1.15", from: "v1.15", to: "v1.17"}"#;
-
 /// A Migration adopting v1.17.3 whose pre and post stages each scale StatefulSet `sts`.
 fn migration(ns: &str, sts: &str) -> String {
-    let scale = |replicas: u32, tag: &str| {
-        format!(
-            "      - id: workload_scale\n        tag: \"{tag}\"\n        versions: {WINDOW}\n        config: {{workload: {{kind: StatefulSet, name: {sts}, replicas: {replicas}, timeoutSeconds: 60}}}}\n"
-        )
-    };
-    format!(
-        "apiVersion: stagehand.dev/v1beta1\nkind: Migration\nmetadata: {{name: opendesk, namespace: {ns}}}\nspec:\n  releaseVersion: \"v1.18.0\"\n  installedRelease: \"v1.17.3\"\n  actions:\n    pre:\n{}    post:\n{}",
-        scale(0, "v1.18.0-pre"),
-        scale(1, "v1.18.0-post")
-    )
+    Migration::new(ns)
+        .installed("v1.17.3")
+        .pre(Action::scale(sts, 0).tag("v1.18.0-pre"))
+        .post(Action::scale(sts, 1).tag("v1.18.0-post"))
+        .to_yaml()
 }
 
 fn run(ns: &str, name: &str, stage: &str) -> String {
-    format!(
-        "apiVersion: stagehand.dev/v1beta1\nkind: MigrationRun\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {{migrationRef: opendesk, stage: {stage}, release: v1.18.0, waitTimeoutSeconds: 300}}\n"
-    )
+    MigrationRun::new(ns, name, stage)
+        .wait_timeout_seconds(300)
+        .to_yaml()
 }
 
 /// `stagehand wait ARGS` as a child process.

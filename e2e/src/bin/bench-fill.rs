@@ -20,15 +20,9 @@ fn main() -> std::process::ExitCode {
         eprintln!("bench-fill: COUNT and CONCURRENCY must be numbers");
         return std::process::ExitCode::from(2);
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match stagehand_e2e::bench_runtime("bench-fill") {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("bench-fill: {e}");
-            return std::process::ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     runtime.block_on(async {
         let client = match kube::Client::try_default().await {

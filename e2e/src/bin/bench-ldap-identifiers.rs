@@ -42,15 +42,9 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match stagehand_e2e::bench_runtime("bench-ldap-identifiers") {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("bench-ldap-identifiers: {e}");
-            return std::process::ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     runtime.block_on(async {
         // The direct transport needs no cluster: the client points nowhere and is not used.

@@ -59,15 +59,9 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match stagehand_e2e::bench_runtime("bench-redis-flush") {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("bench-redis-flush: {e}");
-            return std::process::ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     match runtime.block_on(run(&config)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
