@@ -21,7 +21,8 @@ pub struct Context {
     pub metrics: crate::metrics::Metrics,
     /// Becomes true when the operator is asked to stop: no new action starts.
     pub stopping: watch::Receiver<bool>,
-    /// Every run as the run controller's store holds it, and whom to wake.
+    /// The runs as the run controller sees them (unfinished ones in its store, finished ones
+    /// in a small index), and whom to wake.
     pub runs: RunsView,
 }
 
