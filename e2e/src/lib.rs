@@ -5,11 +5,14 @@
 //! to start one.
 
 pub mod functional_accounts;
+pub mod kill_matrix;
+pub mod kube_proxy;
 pub mod local_server;
 pub mod manifests;
 pub mod minio;
 pub mod redis;
 pub mod slapd;
+pub mod wire_proxy;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -329,6 +332,16 @@ impl OperatorProcess {
             Ok(child) => Self { child, log },
             Err(e) => panic!("cannot start the operator: {e}"),
         }
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether it has exited (reaping it if so).
+    pub fn exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
     }
 
     /// Everything the operator logged so far.
