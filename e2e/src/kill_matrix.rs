@@ -439,3 +439,42 @@ pub fn report(dir: &str, rows: &[Row]) {
         failed.join("\n")
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_action_is_killed_at_each_boundary_and_at_one_half_and_all_but_one_inside() {
+        let labels = |n| {
+            points(n)
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            labels(1),
+            ["planned", "started", "inside 1/1", "ledger", "final"]
+        );
+        assert_eq!(
+            labels(2),
+            ["planned", "started", "inside 1/2", "ledger", "final"]
+        );
+        assert_eq!(
+            labels(4),
+            [
+                "planned",
+                "started",
+                "inside 1/4",
+                "inside 2/4",
+                "inside 3/4",
+                "ledger",
+                "final"
+            ]
+        );
+        assert_eq!(
+            labels(10)[2..5],
+            ["inside 1/10", "inside 5/10", "inside 9/10"]
+        );
+    }
+}
