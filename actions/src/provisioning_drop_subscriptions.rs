@@ -136,9 +136,17 @@ impl Action for Config {
     fn apply<'a>(&'a self, ctx: &'a ActionContext) -> BoxFuture<'a, Result<Outcome, ActionError>> {
         Box::pin(async move {
             let api = self.api(ctx)?;
+            // Re-entrant: only what is still there is deleted, so a run resumed after a crash
+            // sends no DELETE for a subscription it already dropped.
+            let existing = self.existing(&api).await?;
             let mut dropped = Vec::new();
             let mut gone = Vec::new();
             for name in &self.subscriptions {
+                if !existing.iter().any(|e| e == name) {
+                    tracing::info!(subscription = %name, "subscription already gone");
+                    gone.push(name.as_str());
+                    continue;
+                }
                 let response = api
                     .send(Method::DELETE, api.url(&["subscriptions", name]), None)
                     .await

@@ -133,13 +133,15 @@ pub struct Row {
     /// Objects a destructive request was sent for more than once (allowed only where the
     /// action's repeats are no-ops).
     pub repeated: usize,
+    /// How long the case took, seconds.
+    pub seconds: f64,
 }
 
 impl Row {
-    /// `action<TAB>point<TAB>held|failed<TAB>before/total<TAB>repeated<TAB>why`.
+    /// `action<TAB>point<TAB>held|failed<TAB>before/total<TAB>repeated<TAB>seconds<TAB>why`.
     pub fn tsv(&self) -> String {
         format!(
-            "{}\t{}\t{}\t{}/{}\t{}\t{}",
+            "{}\t{}\t{}\t{}/{}\t{}\t{:.1}\t{}",
             self.action,
             self.point,
             if self.failure.is_none() {
@@ -150,6 +152,7 @@ impl Row {
             self.before,
             self.total,
             self.repeated,
+            self.seconds,
             self.failure.clone().unwrap_or_default()
         )
     }
@@ -253,7 +256,9 @@ pub async fn case<T: Target>(
         before: 0,
         total: 0,
         repeated: 0,
+        seconds: 0.0,
     };
+    let started = Instant::now();
     let mut first = operator(&ns.name, proxy.kubeconfig());
     let mut server_holds = false;
     match point {
@@ -289,6 +294,7 @@ pub async fn case<T: Target>(
             reason(&ns.name)
         ));
         ns.dump();
+        row.seconds = started.elapsed().as_secs_f64();
         return row;
     }
     let log_before = proxy.log();
@@ -336,6 +342,7 @@ pub async fn case<T: Target>(
         ));
     }
     drop(second);
+    row.seconds = started.elapsed().as_secs_f64();
     if !problems.is_empty() {
         ns.dump();
         row.failure = Some(problems.join("; "));
@@ -417,7 +424,7 @@ fn footprint_once(ns: &str, id: &str, stage: &str) -> Result<(), String> {
 /// not hold.
 pub fn report(dir: &str, rows: &[Row]) {
     let text: String = rows.iter().map(|r| r.tsv() + "\n").collect();
-    eprintln!("action\tpoint\tresult\tdestructive before/total\trepeated\twhy\n{text}");
+    eprintln!("action\tpoint\tresult\tdestructive before/total\trepeated\tseconds\twhy\n{text}");
     // One append per test: rows of tests running at once do not interleave.
     let path = std::path::Path::new(dir).join("kill-matrix.tsv");
     if let Ok(mut file) = std::fs::OpenOptions::new()

@@ -199,6 +199,11 @@ async fn a_second_run_finds_everything_gone() {
     let again = action.apply(&ctx).await.unwrap().summary;
     assert!(again.contains("already gone: ox-connector"), "{again}");
     assert!(!again.contains("dropped"), "{again}");
+    assert_eq!(
+        deletes(&sim),
+        1,
+        "a second run sends no DELETE for a subscription already dropped"
+    );
 }
 
 #[tokio::test]
