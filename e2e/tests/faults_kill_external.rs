@@ -174,7 +174,9 @@ impl Target for Flush {
             .collect()
     }
     fn repeats_are_no_ops(&self) -> Option<&'static str> {
-        Some("SCAN returns a key more than once when the table is resized during the walk (the deletes shrink it; Redis promises every key at least once), so an UNLINK may name a key already deleted, which deletes nothing")
+        Some(
+            "SCAN returns a key more than once when the table is resized during the walk (the deletes shrink it; Redis promises every key at least once), so an UNLINK may name a key already deleted, which deletes nothing",
+        )
     }
     async fn check_end_state(&self, _ns: &str) -> Result<(), String> {
         let left = self.redis.count_matching(0, "sess:*");

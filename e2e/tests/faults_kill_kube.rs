@@ -22,31 +22,29 @@ fn migration(ns: &str, action: Action) -> String {
         .to_yaml()
 }
 
-fn scale_patches(log: &[Seen], ns: &str, sts: &str) -> Vec<String> {
+/// A PATCH of the StatefulSet or its scale that changes it: not the plan's dry run
+/// (`dryRun=All`), which proves the right to scale and changes nothing.
+fn is_scale_patch(s: &Seen, ns: &str, sts: &str) -> bool {
     let path = format!("/namespaces/{ns}/statefulsets/{sts}");
+    s.method == "PATCH"
+        && !s.path.contains("dryRun=")
+        && s.path
+            .split('?')
+            .next()
+            .is_some_and(|p| p.ends_with(&path) || p.ends_with(&format!("{path}/scale")))
+}
+
+fn scale_patches(log: &[Seen], ns: &str, sts: &str) -> Vec<String> {
     log.iter()
-        .filter(|s| {
-            s.method == "PATCH"
-                && (200..300).contains(&s.status)
-                && s.path
-                    .split('?')
-                    .next()
-                    .is_some_and(|p| p.ends_with(&path) || p.ends_with(&format!("{path}/scale")))
-        })
+        .filter(|s| (200..300).contains(&s.status) && is_scale_patch(s, ns, sts))
         .map(|s| format!("{sts} -> {}", s.json()["spec"]["replicas"]))
         .collect()
 }
 
 fn scale_trip(ns: &str, sts: &str) -> KubeTrip {
-    let path = format!("/namespaces/{ns}/statefulsets/{sts}");
+    let (ns, sts) = (ns.to_string(), sts.to_string());
     KubeTrip {
-        matches: Box::new(move |s: &Seen| {
-            s.method == "PATCH"
-                && s.path
-                    .split('?')
-                    .next()
-                    .is_some_and(|p| p.ends_with(&path) || p.ends_with(&format!("{path}/scale")))
-        }),
+        matches: Box::new(move |s: &Seen| is_scale_patch(s, &ns, &sts)),
     }
 }
 
