@@ -481,8 +481,8 @@ pub fn assert_no_secret_leak(ns: &str, values: &[&str], texts: &[(&str, &str)]) 
         objects.contains("kind: MigrationRun") || objects.contains("kind: Migration"),
         "the search reads Stagehand's objects in {ns}"
     );
-    for (place, text) in std::iter::once(("the objects and Events", objects.as_str()))
-        .chain(texts.iter().copied())
+    for (place, text) in
+        std::iter::once(("the objects and Events", objects.as_str())).chain(texts.iter().copied())
     {
         for value in values {
             assert!(

@@ -87,8 +87,14 @@ async fn an_imported_history_is_not_run_again() {
     // runs wrote. The preflight checks every secret file the Migration lists that is not
     // optional.
     let secrets = [
-        ("ums-provisioning-api-admin", format!("prov-{}-S3cret", std::process::id())),
-        ("cache-intercom-service-password", format!("redis-{}-S3cret", std::process::id())),
+        (
+            "ums-provisioning-api-admin",
+            format!("prov-{}-S3cret", std::process::id()),
+        ),
+        (
+            "cache-intercom-service-password",
+            format!("redis-{}-S3cret", std::process::id()),
+        ),
     ];
     for (name, value) in &secrets {
         create_secret(&ns, name, "password", value);
@@ -215,7 +221,10 @@ async fn an_imported_history_is_not_run_again() {
     );
     said.push(("the refused import", stdout(&out) + &stderr(&out)));
     let logs = operator.logs();
-    assert!(logs.contains("run succeeded"), "the operator's log was captured");
+    assert!(
+        logs.contains("run succeeded"),
+        "the operator's log was captured"
+    );
     said.push(("the operator's log", logs));
     let texts: Vec<(&str, &str)> = said.iter().map(|(w, t)| (*w, t.as_str())).collect();
     let values: Vec<&str> = secrets.iter().map(|(_, v)| v.as_str()).collect();

@@ -11,16 +11,20 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
-    OperatorProcess, TestNamespace, apply, client, condition, first_action_started, get,
-    hold_pod, install_crds, kubectl, kubectl_stdin, ok, reason_becomes, release_pod,
-    running_pods, statefulset, status_time, stdout, wait, wait_up_to,
+    OperatorProcess, TestNamespace, apply, client, condition, first_action_started, get, hold_pod,
+    install_crds, kubectl, kubectl_stdin, ok, reason_becomes, release_pod, running_pods,
+    statefulset, status_time, stdout, wait, wait_up_to,
 };
 
 /// Another Migration (`other`, no actions) and its pre run `other-pre`: what the operator must
 /// keep serving while a test's bad input is in front of it.
 fn other_run(ns: &str) {
     apply(&Migration::new(ns).name("other").to_yaml());
-    apply(&MigrationRun::new(ns, "other-pre", "pre").of("other").to_yaml());
+    apply(
+        &MigrationRun::new(ns, "other-pre", "pre")
+            .of("other")
+            .to_yaml(),
+    );
 }
 
 fn message(obj: &Value) -> String {
@@ -55,7 +59,11 @@ async fn a_run_naming_a_missing_migration_waits_then_fails() {
             .wait_timeout_seconds(30)
             .to_yaml(),
     );
-    apply(&MigrationRun::new(&ns.name, "early", "pre").of("later").to_yaml());
+    apply(
+        &MigrationRun::new(&ns.name, "early", "pre")
+            .of("later")
+            .to_yaml(),
+    );
     let orphan = reason_becomes(&ns.name, "migrationrun/orphan", "Waiting").await;
     let waiting = format!(
         "waiting for Migration nowhere to be created in {} (not found)",
@@ -111,7 +119,11 @@ async fn a_migration_deleted_while_its_run_is_going_stops_it_at_the_next_action(
     let migration = Migration::new(&ns.name)
         .installed("v1.17.3")
         .pre(Action::scale("slow", 0).tag("v1.18.0").run_mode("apply"))
-        .pre(Action::scale("after", 0).tag("v1.18.0-after").run_mode("apply"))
+        .pre(
+            Action::scale("after", 0)
+                .tag("v1.18.0-after")
+                .run_mode("apply"),
+        )
         .to_yaml();
     apply(&migration);
     apply(&MigrationRun::new(&ns.name, "pre", "pre").to_yaml());
@@ -136,7 +148,9 @@ async fn a_migration_deleted_while_its_run_is_going_stops_it_at_the_next_action(
         "{pre}"
     );
     assert!(
-        message(&pre).starts_with("Migration opendesk was deleted while the run was going; nothing more is applied"),
+        message(&pre).starts_with(
+            "Migration opendesk was deleted while the run was going; nothing more is applied"
+        ),
         "{pre}"
     );
     let actions = &pre["status"]["actions"];
@@ -171,7 +185,11 @@ async fn a_migration_deleted_while_its_run_is_going_stops_it_at_the_next_action(
             &again["status"]["actions"][0]["reason"],
             &again["status"]["actions"][1]["decision"],
         ),
-        (&json!("Skipped"), &json!("FootprintRecorded"), &json!("Succeeded")),
+        (
+            &json!("Skipped"),
+            &json!("FootprintRecorded"),
+            &json!("Succeeded")
+        ),
         "{again}"
     );
 }
@@ -196,7 +214,13 @@ fn ready(run: &Value) -> Option<&Value> {
 /// 1,000 runs of one Migration created at once: each gets a condition (waiting ones name the
 /// run ahead of them), they run one at a time in creation order, and all succeed; another
 /// Migration's run, created after them, goes Ready long before the last of them.
+///
+/// Against a release operator only (`e2e/test` runs it with `--release --ignored`, like the
+/// scale test): every reconcile of a run decodes its Migration's runs from the store, so a
+/// debug operator on a loaded 2-core machine did not reach the other run within 300 s
+/// (24 of the 1,000 done after 4 minutes).
 #[tokio::test]
+#[ignore = "1,000 runs: run by e2e/test against a release operator (--release --ignored)"]
 async fn a_thousand_runs_of_one_migration_created_at_once() {
     const N: usize = 1000;
     let client = client().await;
@@ -217,7 +241,10 @@ async fn a_thousand_runs_of_one_migration_created_at_once() {
         })
         .collect();
     let begun = Instant::now();
-    create(&serde_json::to_string(&json!({"apiVersion": "v1", "kind": "List", "items": items})).unwrap());
+    create(
+        &serde_json::to_string(&json!({"apiVersion": "v1", "kind": "List", "items": items}))
+            .unwrap(),
+    );
     eprintln!("created {N} runs in {:?}", begun.elapsed());
     other_run(&ns.name);
     wait_up_to(
@@ -244,7 +271,10 @@ async fn a_thousand_runs_of_one_migration_created_at_once() {
             eprintln!("every run has a condition after {:?}", begun.elapsed());
             for r in &burst {
                 let c = ready(r).unwrap();
-                let (reason, text) = (c["reason"].as_str().unwrap(), c["message"].as_str().unwrap());
+                let (reason, text) = (
+                    c["reason"].as_str().unwrap(),
+                    c["message"].as_str().unwrap(),
+                );
                 let clear = match reason {
                     "Waiting" => {
                         text.starts_with("MigrationRun burst-")
@@ -264,7 +294,11 @@ async fn a_thousand_runs_of_one_migration_created_at_once() {
         if done == N {
             eprintln!("all {N} Ready after {:?}", begun.elapsed());
             let mut burst = burst;
-            burst.sort_by(|a, b| a["metadata"]["name"].as_str().cmp(&b["metadata"]["name"].as_str()));
+            burst.sort_by(|a, b| {
+                a["metadata"]["name"]
+                    .as_str()
+                    .cmp(&b["metadata"]["name"].as_str())
+            });
             for pair in burst.windows(2) {
                 assert!(
                     status_time(&pair[1], "startTime") >= status_time(&pair[0], "completionTime"),
@@ -333,7 +367,10 @@ async fn an_action_config_of_one_mebibyte_gets_a_bounded_condition() {
         assert!(problems[0]["message"].as_str().unwrap().len() <= 4 * 1024);
     }
     let pre = get(&ns.name, "migrationrun/pre");
-    assert!(pre["status"]["actions"].as_array().unwrap().is_empty(), "nothing planned: {pre}");
+    assert!(
+        pre["status"]["actions"].as_array().unwrap().is_empty(),
+        "nothing planned: {pre}"
+    );
     let events: Value = serde_json::from_str(&stdout(&kubectl(&[
         "get",
         "events.events.k8s.io",

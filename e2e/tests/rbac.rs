@@ -14,9 +14,9 @@ use std::process::Command;
 use serde_json::Value;
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
-    OperatorProcess, TestNamespace, apply, assert_no_secret_leak, client, condition,
-    create_secret, get, install_crds, kubectl, kubectl_stdin, ok, running_pods, stagehand,
-    statefulset, stderr, stdout, wait,
+    OperatorProcess, TestNamespace, apply, assert_no_secret_leak, client, condition, create_secret,
+    get, install_crds, kubectl, kubectl_stdin, ok, running_pods, stagehand, statefulset, stderr,
+    stdout, wait,
 };
 
 /// The three comment lines on top of `deploy/manifests/stagehand.yaml`.
@@ -146,7 +146,12 @@ fn secret_rules(values: &[&str]) -> Vec<Value> {
                     .as_array()
                     .unwrap()
                     .iter()
-                    .filter(|r| r["resources"].as_array().unwrap().contains(&"secrets".into()))
+                    .filter(|r| {
+                        r["resources"]
+                            .as_array()
+                            .unwrap()
+                            .contains(&"secrets".into())
+                    })
                     .cloned(),
             );
         }
@@ -363,8 +368,19 @@ async fn a_secret_not_listed_is_forbidden_and_the_run_names_the_rule_to_add() {
     let as_operator = format!("--as=system:serviceaccount:{}:{account}", ns.name);
 
     // The ServiceAccount's own view: the listed Secret, nothing else.
-    let out = kubectl(&["get", "secret/listed", "-n", &ns.name, &as_operator, "-o", "name"]);
-    assert_eq!(ok("get secret/listed as the operator", &out).trim(), "secret/listed");
+    let out = kubectl(&[
+        "get",
+        "secret/listed",
+        "-n",
+        &ns.name,
+        &as_operator,
+        "-o",
+        "name",
+    ]);
+    assert_eq!(
+        ok("get secret/listed as the operator", &out).trim(),
+        "secret/listed"
+    );
     for what in ["secret/unlisted", "secrets"] {
         let out = kubectl(&["get", what, "-n", &ns.name, &as_operator]);
         assert!(
@@ -385,7 +401,11 @@ async fn a_secret_not_listed_is_forbidden_and_the_run_names_the_rule_to_add() {
             .secret_file("redis-password", "listed", "password")
             .secret_file("provisioning-api-password", "unlisted", "password")
             .secret_file("udm-admin-password", "absent", "password")
-            .pre(Action::scale("ox-connector", 0).tag("v1.18.0").run_mode("apply"))
+            .pre(
+                Action::scale("ox-connector", 0)
+                    .tag("v1.18.0")
+                    .run_mode("apply"),
+            )
             .to_yaml(),
     );
     apply(&MigrationRun::new(&ns.name, "pre", "pre").to_yaml());
@@ -415,10 +435,20 @@ async fn a_secret_not_listed_is_forbidden_and_the_run_names_the_rule_to_add() {
         pre["status"]["actions"][0]["startTime"].is_null(),
         "nothing started: {pre}"
     );
-    assert_eq!(get(&ns.name, "statefulset/ox-connector")["spec"]["replicas"], 1);
+    assert_eq!(
+        get(&ns.name, "statefulset/ox-connector")["spec"]["replicas"],
+        1
+    );
 
     // `stagehand wait` says the same, and exits 1.
-    let waited = stagehand(&["wait", "migrationrun/pre", "-n", &ns.name, "--timeout", "30s"]);
+    let waited = stagehand(&[
+        "wait",
+        "migrationrun/pre",
+        "-n",
+        &ns.name,
+        "--timeout",
+        "30s",
+    ]);
     assert_eq!(waited.status.code(), Some(1), "{}", stderr(&waited));
     assert!(
         stderr(&waited).contains("add unlisted to rbac.secretNames"),
@@ -427,7 +457,10 @@ async fn a_secret_not_listed_is_forbidden_and_the_run_names_the_rule_to_add() {
     );
     let (wait_out, wait_err) = (stdout(&waited), stderr(&waited));
     let logs = operator.logs();
-    assert!(logs.contains("run stalled"), "the operator's log was captured");
+    assert!(
+        logs.contains("run stalled"),
+        "the operator's log was captured"
+    );
     assert_no_secret_leak(
         &ns.name,
         &[&listed_value, &unlisted_value, &absent_value],
@@ -439,11 +472,18 @@ async fn a_secret_not_listed_is_forbidden_and_the_run_names_the_rule_to_add() {
     );
 
     // As the message says: the rule gets the Secret, the missing one is created.
-    let _granted = install_rbac(&ns.name, &["rbac.secretNames={listed,absent,unlisted}"], |_| {});
+    let _granted = install_rbac(
+        &ns.name,
+        &["rbac.secretNames={listed,absent,unlisted}"],
+        |_| {},
+    );
     create_secret(&ns.name, "absent", "password", &absent_value);
     apply(&MigrationRun::new(&ns.name, "pre-again", "pre").to_yaml());
     wait(&ns.name, "migrationrun/pre-again", "Ready");
-    assert_eq!(get(&ns.name, "statefulset/ox-connector")["spec"]["replicas"], 0);
+    assert_eq!(
+        get(&ns.name, "statefulset/ox-connector")["spec"]["replicas"],
+        0
+    );
     assert_no_secret_leak(
         &ns.name,
         &[&listed_value, &unlisted_value, &absent_value],

@@ -301,7 +301,11 @@ mod tests {
         let long = "é".repeat(600_000);
         let cut = bounded(&long, MAX_MESSAGE_BYTES);
         assert!(cut.len() <= MAX_MESSAGE_BYTES, "{}", cut.len());
-        assert!(cut.ends_with("... [cut: 1200000 bytes in all]"), "{}", &cut[cut.len() - 40..]);
+        assert!(
+            cut.ends_with("... [cut: 1200000 bytes in all]"),
+            "{}",
+            &cut[cut.len() - 40..]
+        );
         let c = run_conditions(&Phase::Invalid(long), Some(1), &[]);
         assert!(c.iter().all(|c| c.message.len() <= MAX_MESSAGE_BYTES));
         let problem = stagehand_config::Problem {
