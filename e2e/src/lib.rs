@@ -312,8 +312,25 @@ impl OperatorProcess {
 
     /// Starts the operator with a given kubeconfig and extra arguments.
     pub fn start_with(namespace: &str, kubeconfig_path: &str, extra: &[&str]) -> Self {
+        let mut args = vec!["--namespace", namespace];
+        args.extend_from_slice(extra);
+        Self::spawn(namespace, kubeconfig_path, &args)
+    }
+
+    /// Starts the operator for every namespace, its Lease in `lease_namespace`. Only for a
+    /// test binary of one test: it reconciles the runs of every namespace, so a namespaced
+    /// operator of another test running at the same time would race it.
+    pub fn start_all_namespaces(lease_namespace: &str) -> Self {
+        Self::spawn(
+            lease_namespace,
+            &kubeconfig(),
+            &["--leader-election-namespace", lease_namespace],
+        )
+    }
+
+    fn spawn(label: &str, kubeconfig_path: &str, args: &[&str]) -> Self {
         let log = std::env::temp_dir().join(format!(
-            "stagehand-operator-{namespace}-{}.log",
+            "stagehand-operator-{label}-{}.log",
             std::process::id()
         ));
         let file = match std::fs::File::create(&log) {
@@ -323,8 +340,8 @@ impl OperatorProcess {
         let child = Command::new(stagehand_bin())
             .env("KUBECONFIG", kubeconfig_path)
             .env("RUST_LOG", "info")
-            .args(["operator", "--namespace", namespace, "--log-format", "json"])
-            .args(extra)
+            .args(["operator", "--log-format", "json"])
+            .args(args)
             .stdout(std::process::Stdio::null())
             .stderr(file)
             .spawn();
@@ -405,12 +422,23 @@ pub fn wait_established(crd: &str) {
 /// Holds pod `pod` in `ns` with the finalizer `example.com/hold`: deleted, it stays
 /// Terminating until [`release_pod`].
 pub fn hold_pod(ns: &str, pod: &str) {
+    hold(ns, &format!("pod/{pod}"));
+}
+
+/// Removes the finalizers of pod `pod` in `ns` (see [`hold_pod`]); kubectl's answer.
+pub fn release_pod(ns: &str, pod: &str) -> Output {
+    release(ns, &format!("pod/{pod}"))
+}
+
+/// Holds the object `what` (`kind/name`) in `ns` with the finalizer `example.com/hold`, as a
+/// GitOps tool's finalizer would: deleted (or its namespace deleted), it stays until
+/// [`release`].
+pub fn hold(ns: &str, what: &str) {
     ok(
         "hold",
         &kubectl(&[
             "patch",
-            "pod",
-            pod,
+            what,
             "-n",
             ns,
             "--type=merge",
@@ -420,18 +448,49 @@ pub fn hold_pod(ns: &str, pod: &str) {
     );
 }
 
-/// Removes the finalizers of pod `pod` in `ns` (see [`hold_pod`]); kubectl's answer.
-pub fn release_pod(ns: &str, pod: &str) -> Output {
+/// Removes the finalizers of `what` in `ns` (see [`hold`]); kubectl's answer.
+pub fn release(ns: &str, what: &str) -> Output {
     kubectl(&[
         "patch",
-        "pod",
-        pod,
+        what,
         "-n",
         ns,
         "--type=json",
         "-p",
         r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
     ])
+}
+
+/// The secret-leak search: fails the test when any of `values` (secret values the test put in
+/// Secrets) appears in what Stagehand writes in `ns` — Migrations, MigrationRuns (status,
+/// conditions, problems), Events, ConfigMaps (the history ledger) — or in `texts` (the
+/// operator's log, a command's output). `texts` name where each came from.
+pub fn assert_no_secret_leak(ns: &str, values: &[&str], texts: &[(&str, &str)]) {
+    let objects = ok(
+        "dump",
+        &kubectl(&[
+            "get",
+            "migrations.stagehand.dev,migrationruns.stagehand.dev,events,configmaps",
+            "-n",
+            ns,
+            "-o",
+            "yaml",
+        ]),
+    );
+    assert!(
+        objects.contains("kind: MigrationRun") || objects.contains("kind: Migration"),
+        "the search reads Stagehand's objects in {ns}"
+    );
+    for (place, text) in
+        std::iter::once(("the objects and Events", objects.as_str())).chain(texts.iter().copied())
+    {
+        for value in values {
+            assert!(
+                !value.is_empty() && !text.contains(value),
+                "a secret value leaked into {place}"
+            );
+        }
+    }
 }
 
 /// The `status.storedVersions` of the CRD `crd`.
@@ -518,6 +577,31 @@ pub async fn reason_becomes(ns: &str, what: &str, want: &str) -> serde_json::Val
         },
     )
     .await
+}
+
+/// The time `status.<field>` (`startTime`, `completionTime`) of an object read with [`get`].
+pub fn status_time(obj: &serde_json::Value, field: &str) -> k8s_openapi::jiff::Timestamp {
+    let text = obj["status"][field]
+        .as_str()
+        .unwrap_or_else(|| panic!("no {field} in {obj}"));
+    match text.parse() {
+        Ok(t) => t,
+        Err(e) => panic!("{field} {text:?} is not a time: {e}"),
+    }
+}
+
+/// Waits (60 s) until the first action of the run `what` has started.
+pub async fn first_action_started(ns: &str, what: &str) {
+    wait_for(
+        "the first action to start",
+        Duration::from_secs(60),
+        || async {
+            get(ns, what)["status"]["actions"][0]["startTime"]
+                .is_string()
+                .then_some(())
+        },
+    )
+    .await;
 }
 
 /// `kubectl wait --for=condition=COND` (90 s); on timeout the test fails showing the object.

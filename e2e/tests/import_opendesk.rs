@@ -8,8 +8,8 @@
 use serde_json::Value;
 use stagehand_e2e::manifests::MigrationRun;
 use stagehand_e2e::{
-    OperatorProcess, TestNamespace, apply, client, create_secret, get, install_crds, kubectl,
-    kubectl_stdin, ok, stagehand, statefulset, stderr, stdout, wait,
+    OperatorProcess, TestNamespace, apply, assert_no_secret_leak, client, create_secret, get,
+    install_crds, kubectl, kubectl_stdin, ok, stagehand, statefulset, stderr, stdout, wait,
 };
 
 const VALUES: &str = concat!(
@@ -82,9 +82,28 @@ async fn an_imported_history_is_not_run_again() {
         "create migrations-status",
         &kubectl_stdin(&["apply", "-f", "-"], Some(&status_configmap(&ns))),
     );
+    // The Secrets the imported Migration names, there from the start as in openDesk: the
+    // secret-leak search at the end looks for their values in everything the import and the
+    // runs wrote. The preflight checks every secret file the Migration lists that is not
+    // optional.
+    let secrets = [
+        (
+            "ums-provisioning-api-admin",
+            format!("prov-{}-S3cret", std::process::id()),
+        ),
+        (
+            "cache-intercom-service-password",
+            format!("redis-{}-S3cret", std::process::id()),
+        ),
+    ];
+    for (name, value) in &secrets {
+        create_secret(&ns, name, "password", value);
+    }
+    let mut said = Vec::new();
 
     // --dry-run: checked against the API server, nothing written.
     let out = import(&ns, "--dry-run");
+    said.push(("import --dry-run", stdout(&out) + &stderr(&out)));
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&out).contains("kind: Migration"), "{}", stdout(&out));
     assert!(stderr(&out).contains("dry run"), "{}", stderr(&out));
@@ -93,6 +112,7 @@ async fn an_imported_history_is_not_run_again() {
 
     // --apply: the ledger, then the Migration.
     let out = import(&ns, "--apply");
+    said.push(("import --apply", stdout(&out) + &stderr(&out)));
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
         stdout(&out).contains("configmap/opendesk-history created"),
@@ -144,16 +164,8 @@ async fn an_imported_history_is_not_run_again() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&out).contains("unchanged"), "{}", stdout(&out));
 
-    // The runs execute only what the ConfigMap did not record. The preflight checks every
-    // secret file the Migration lists that is not optional, so they exist as in openDesk.
-    create_secret(&ns, "ums-provisioning-api-admin", "password", "not-used");
-    create_secret(
-        &ns,
-        "cache-intercom-service-password",
-        "password",
-        "not-used",
-    );
-    let _operator = OperatorProcess::start(&ns);
+    // The runs execute only what the ConfigMap did not record.
+    let operator = OperatorProcess::start(&ns);
     apply(&run(&ns, "pre"));
     wait(&ns, "migrationrun/opendesk-v1.18.0-pre", "Ready");
     let pre = get(&ns, "migrationrun/opendesk-v1.18.0-pre");
@@ -207,4 +219,14 @@ async fn an_imported_history_is_not_run_again() {
         get(&ns, "configmap/opendesk-history")["data"],
         ledger["data"]
     );
+    said.push(("the refused import", stdout(&out) + &stderr(&out)));
+    let logs = operator.logs();
+    assert!(
+        logs.contains("run succeeded"),
+        "the operator's log was captured"
+    );
+    said.push(("the operator's log", logs));
+    let texts: Vec<(&str, &str)> = said.iter().map(|(w, t)| (*w, t.as_str())).collect();
+    let values: Vec<&str> = secrets.iter().map(|(_, v)| v.as_str()).collect();
+    assert_no_secret_leak(&ns, &values, &texts);
 }

@@ -14,9 +14,9 @@ use serde_json::{Value, json};
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::slapd::{BASE_DN, ROOT_PASSWORD, Slapd, SlapdOptions};
 use stagehand_e2e::{
-    OperatorProcess, TestNamespace, apply, client, condition, create_secret, get, install_crds,
-    kubectl, kubectl_stdin, ok, reason_becomes, replicas, running_pods, statefulset, stdout, wait,
-    wait_for,
+    OperatorProcess, TestNamespace, apply, client, condition, create_secret, first_action_started,
+    get, install_crds, kubectl, kubectl_stdin, ok, reason_becomes, replicas, running_pods,
+    statefulset, status_time, stdout, wait, wait_for,
 };
 use stagehand_simulators::http::FaultRule;
 use stagehand_simulators::provisioning::{self, ProvisioningConfig, ProvisioningSim};
@@ -89,28 +89,6 @@ fn ledger(ns: &str) -> Option<Value> {
     out.status
         .success()
         .then(|| serde_json::from_str(&stdout(&out)).unwrap())
-}
-
-fn time(obj: &Value, field: &str) -> Timestamp {
-    obj["status"][field]
-        .as_str()
-        .unwrap_or_else(|| panic!("no {field} in {obj}"))
-        .parse()
-        .unwrap()
-}
-
-/// Waits until the run's first action has started.
-async fn first_action_started(ns: &str, what: &str) {
-    wait_for(
-        "the first action to start",
-        Duration::from_secs(60),
-        || async {
-            get(ns, what)["status"]["actions"][0]["startTime"]
-                .is_string()
-                .then_some(())
-        },
-    )
-    .await;
 }
 
 /// Defect 1: an action whose own config says `dryRun: true` changes nothing, is `Succeeded`
@@ -663,26 +641,26 @@ async fn ordering_and_exclusivity_are_seen_in_start_and_completion_times() {
     let [post, b, c, d] = ["a-post", "b-pre", "c-pre", "d-other"]
         .map(|r| get(&ns.name, &format!("migrationrun/{r}")));
     assert!(
-        time(&c, "startTime") >= time(&b, "completionTime"),
+        status_time(&c, "startTime") >= status_time(&b, "completionTime"),
         "c-pre waited for b-pre"
     );
     assert!(
-        time(&post, "startTime") >= time(&b, "completionTime"),
+        status_time(&post, "startTime") >= status_time(&b, "completionTime"),
         "post after its pre run"
     );
     assert!(
-        time(&post, "startTime") >= time(&c, "completionTime")
-            || time(&c, "startTime") >= time(&post, "completionTime"),
+        status_time(&post, "startTime") >= status_time(&c, "completionTime")
+            || status_time(&c, "startTime") >= status_time(&post, "completionTime"),
         "never two runs of one Migration at once"
     );
     assert!(
-        time(&d, "startTime") < time(&b, "completionTime")
-            && time(&b, "startTime") < time(&d, "completionTime"),
+        status_time(&d, "startTime") < status_time(&b, "completionTime")
+            && status_time(&b, "startTime") < status_time(&d, "completionTime"),
         "two Migrations run at the same time: b {}..{}, d {}..{}",
-        time(&b, "startTime"),
-        time(&b, "completionTime"),
-        time(&d, "startTime"),
-        time(&d, "completionTime")
+        status_time(&b, "startTime"),
+        status_time(&b, "completionTime"),
+        status_time(&d, "startTime"),
+        status_time(&d, "completionTime")
     );
     // Nobody runs a third Migration's pre stage: its post run gives up.
     apply(&adopting(&ns.name).name("third").to_yaml());

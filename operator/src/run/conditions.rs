@@ -29,6 +29,9 @@ pub enum Phase {
     /// A `Manual` run planned and passed its preflight; it waits for the annotation that
     /// approves its plan's digest. Nothing was changed.
     AwaitingApproval(String),
+    /// The run is being deleted (`metadata.deletionTimestamp`: it or its namespace was
+    /// deleted, and a finalizer keeps it for now): no further action starts.
+    Terminating(String),
 }
 
 impl Phase {
@@ -61,6 +64,7 @@ impl Phase {
             Phase::PreflightFailed(_) => "PreflightFailed",
             Phase::HistoryUnreadable(_) => "HistoryUnreadable",
             Phase::AwaitingApproval(_) => "AwaitingApproval",
+            Phase::Terminating(_) => "Terminating",
         }
     }
 
@@ -76,9 +80,54 @@ impl Phase {
             | Phase::DeclarationsChanged(m)
             | Phase::PreflightFailed(m)
             | Phase::HistoryUnreadable(m)
-            | Phase::AwaitingApproval(m) => m,
+            | Phase::AwaitingApproval(m)
+            | Phase::Terminating(m) => m,
         }
     }
+}
+
+/// The most bytes a condition's message holds (metav1.Condition's `maxLength`): a message
+/// built from the input (a declaration problem quoting a 1 MiB value, a server's answer
+/// quoting a 1 MiB name) is cut there, so that the status write that reports it is never
+/// refused for its size. Four conditions carry the message.
+pub const MAX_MESSAGE_BYTES: usize = 32 * 1024;
+
+/// The most bytes an action's summary or a declaration problem's message holds in status.
+pub const MAX_DETAIL_BYTES: usize = 4 * 1024;
+
+/// The most problems `status.problems` lists; the conditions' message counts them all.
+pub const MAX_PROBLEMS: usize = 100;
+
+/// `text`, or, when it is longer than `max` bytes, its start (cut at a character boundary)
+/// and how long it was: `... [cut: 1048620 bytes in all]`.
+pub fn bounded(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let note = format!("... [cut: {} bytes in all]", text.len());
+    let mut end = max.saturating_sub(note.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{note}", &text[..end])
+}
+
+/// The first [`MAX_PROBLEMS`] problems, each text at most [`MAX_DETAIL_BYTES`] (a field path
+/// holds the declaration's keys, an id what was declared), for `status.problems`.
+pub fn bounded_problems(problems: &[stagehand_config::Problem]) -> Vec<stagehand_config::Problem> {
+    let cut = |t: &Option<String>| t.as_deref().map(|t| bounded(t, MAX_DETAIL_BYTES));
+    problems
+        .iter()
+        .take(MAX_PROBLEMS)
+        .map(|p| stagehand_config::Problem {
+            code: p.code,
+            stage: p.stage,
+            index: p.index,
+            id: cut(&p.id),
+            field: cut(&p.field),
+            message: bounded(&p.message, MAX_DETAIL_BYTES),
+        })
+        .collect()
 }
 
 fn condition(
@@ -100,7 +149,7 @@ fn condition(
         type_: type_.to_string(),
         status,
         reason: reason.to_string(),
-        message: message.to_string(),
+        message: bounded(message, MAX_MESSAGE_BYTES),
         observed_generation: generation,
         last_transition_time,
     }
@@ -244,6 +293,41 @@ mod tests {
             "kstatus: InProgress"
         );
         assert!(awaiting.iter().all(|c| c.type_ != "Succeeded"), "not over");
+    }
+
+    #[test]
+    fn long_messages_are_cut_with_their_length() {
+        assert_eq!(bounded("short", 10), "short");
+        let long = "é".repeat(600_000);
+        let cut = bounded(&long, MAX_MESSAGE_BYTES);
+        assert!(cut.len() <= MAX_MESSAGE_BYTES, "{}", cut.len());
+        assert!(
+            cut.ends_with("... [cut: 1200000 bytes in all]"),
+            "{}",
+            &cut[cut.len() - 40..]
+        );
+        let c = run_conditions(&Phase::Invalid(long), Some(1), &[]);
+        assert!(c.iter().all(|c| c.message.len() <= MAX_MESSAGE_BYTES));
+        let problem = stagehand_config::Problem {
+            code: stagehand_config::ProblemCode::UnknownAction,
+            stage: None,
+            index: None,
+            id: None,
+            field: None,
+            message: "x".repeat(1 << 20),
+        };
+        let problems = bounded_problems(&vec![problem; 1000]);
+        assert_eq!(problems.len(), MAX_PROBLEMS);
+        assert!(problems.iter().all(|p| p.message.len() <= MAX_DETAIL_BYTES));
+    }
+
+    #[test]
+    fn terminating_is_over_and_stalled() {
+        let c = run_conditions(&Phase::Terminating("deleted".into()), Some(1), &[]);
+        assert_eq!(get(&c, "Ready").reason, "Terminating");
+        assert_eq!(get(&c, "Stalled").status, "True");
+        assert_eq!(get(&c, "Reconciling").status, "False");
+        assert_eq!(get(&c, "Succeeded").status, "False");
     }
 
     #[test]

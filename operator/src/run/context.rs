@@ -51,6 +51,9 @@ pub enum Error {
     },
 }
 
+/// The most bytes of an Event's note (events.k8s.io/v1 validation).
+pub const EVENT_NOTE_BYTES: usize = 1024;
+
 /// Publishes an Event on `object`; a failure to publish is logged, never fatal.
 ///
 /// Events of one action (`action 3 workload_scale: ...`) carry `action-3-workload_scale` as
@@ -77,7 +80,9 @@ pub async fn event<K: Resource<DynamicType = ()>>(
     let ev = Event {
         type_,
         reason: reason.into(),
-        note: Some(note),
+        // The API server refuses a note longer than 1 KiB: a long message (every preflight
+        // problem, a declaration quoting a 1 MiB value) is cut; the conditions hold more.
+        note: Some(super::conditions::bounded(&note, EVENT_NOTE_BYTES)),
         action: action.chars().take(128).collect(),
         secondary: None,
     };

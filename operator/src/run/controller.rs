@@ -63,7 +63,7 @@ async fn reconcile_migration(
         != generation;
     update_migration_status(&api, &name, |s| {
         s.conditions = migration_conditions(reason, &lines, generation, &s.conditions);
-        s.problems = problems.clone();
+        s.problems = super::conditions::bounded_problems(&problems);
         s.observed_generation = generation;
         if let Some(ledger) = &ledger {
             ledger.mirror_into(s);

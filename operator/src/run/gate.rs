@@ -20,6 +20,38 @@ pub enum Gate {
     Suspended(String),
     /// It waited longer than `waitTimeoutSeconds` (suspended time not counted).
     TimedOut(String),
+    /// It is being deleted (its namespace, or itself, while a finalizer keeps it): it starts
+    /// nothing more.
+    Terminating(String),
+    /// It started, and its Migration is gone: it applies nothing more.
+    MigrationDeleted(String),
+}
+
+/// Why a run that is being deleted (`metadata.deletionTimestamp` set) starts nothing more, or
+/// `None` when it is not being deleted. A run deleted outright is gone at once; one that a
+/// finalizer keeps (a GitOps tool's, or its namespace being deleted around it) would
+/// otherwise go on against a namespace whose Secrets and workloads are going away.
+pub fn terminating(run: &MigrationRun) -> Option<String> {
+    run.metadata.deletion_timestamp.as_ref()?;
+    let started = run.status.as_ref().is_some_and(|s| s.start_time.is_some());
+    Some(format!(
+        "MigrationRun {} is being deleted (metadata.deletionTimestamp is set: the run or its namespace {} was deleted, and a finalizer keeps it for now): {}",
+        run.name_any(),
+        run.namespace().unwrap_or_default(),
+        if started {
+            "no further action starts"
+        } else {
+            "it never started, nothing was applied"
+        }
+    ))
+}
+
+/// Why a run that started goes no further once its Migration is gone.
+pub fn migration_deleted(run: &MigrationRun) -> String {
+    format!(
+        "Migration {} was deleted while the run was going; nothing more is applied (the actions that succeeded are recorded in its history ledger, which outlives it). Recreate the Migration and create a new MigrationRun to finish the stage",
+        run.spec.migration_ref
+    )
 }
 
 /// Whether a run is over (its `Succeeded` condition is written).
@@ -53,13 +85,19 @@ pub fn gate(
 ) -> Gate {
     let status = run.status.clone().unwrap_or_default();
     let namespace = run.namespace().unwrap_or_default();
+    if let Some(message) = terminating(run) {
+        return Gate::Terminating(message);
+    }
     let Some(migration) = migration else {
+        if status.start_time.is_some() {
+            return Gate::MigrationDeleted(migration_deleted(run));
+        }
         return timed(
             run,
             &status,
             now,
             format!(
-                "Migration {} not found in {namespace}",
+                "waiting for Migration {} to be created in {namespace} (not found)",
                 run.spec.migration_ref
             ),
         );
@@ -322,6 +360,28 @@ mod tests {
         other.spec.release_version = "v1.19.0".into();
         assert!(
             matches!(gate(&pre, Some(&other), &[], at(1)), Gate::Wait(m) if m.contains("declares v1.19.0"))
+        );
+    }
+
+    #[test]
+    fn a_started_run_whose_migration_is_gone_goes_no_further() {
+        let pre = started(run("pre", Stage::Pre, 0));
+        assert!(
+            matches!(gate(&pre, None, &[], at(1)), Gate::MigrationDeleted(m) if m.contains("Migration opendesk was deleted while the run was going")),
+            "not a wait of up to waitTimeoutSeconds"
+        );
+    }
+
+    #[test]
+    fn a_run_being_deleted_starts_nothing() {
+        let mut pre = run("pre", Stage::Pre, 0);
+        pre.metadata.deletion_timestamp = Some(Time(at(1)));
+        assert!(
+            matches!(gate(&pre, Some(&migration(false)), &[], at(1)), Gate::Terminating(m) if m.contains("MigrationRun pre is being deleted") && m.contains("never started"))
+        );
+        let going = started(pre);
+        assert!(
+            matches!(gate(&going, None, &[], at(2)), Gate::Terminating(m) if m.contains("no further action starts"))
         );
     }
 

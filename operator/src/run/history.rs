@@ -230,12 +230,22 @@ impl History {
 }
 
 /// Mirrors the ledger into the Migration's `status.history` and `status.lastMigratedRelease`
-/// (status is a copy: reconstructible from the ledger).
+/// (status is a copy: reconstructible from the ledger). A Migration deleted meanwhile has no
+/// status to mirror into: the ledger holds the record, and a recreated Migration shows it.
 pub async fn mirror(
     migrations: &Api<Migration>,
     name: &str,
     ledger: &Ledger,
 ) -> Result<(), HistoryError> {
-    update_migration_status(migrations, name, |s| ledger.mirror_into(s)).await?;
-    Ok(())
+    match update_migration_status(migrations, name, |s| ledger.mirror_into(s)).await {
+        Ok(_) => Ok(()),
+        Err(StatusError::Write {
+            source: kube::Error::Api(e),
+            ..
+        }) if e.code == 404 => {
+            tracing::info!(migration = %name, "the Migration is gone: the history ledger alone holds the record");
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
 }

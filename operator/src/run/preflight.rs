@@ -86,10 +86,22 @@ pub fn declared_problems(
     problems
 }
 
+/// The problem of a secret file whose Secret the operator may not read (403 Forbidden): the
+/// Secret, its namespace and the RBAC rule to add. The API server's answer names the identity
+/// it refused; it never holds a value (the Secret was not read).
+pub fn forbidden(file: &SecretFile, namespace: &str, answer: &str, readers: &str) -> String {
+    let secret = &file.secret.name;
+    format!(
+        "secret file {:?}: the operator may not read Secret {namespace}/{secret} (403 Forbidden: {answer}; {readers}): add {secret} to rbac.secretNames in the chart values (Role rule: secrets get resourceNames)",
+        file.name
+    )
+}
+
 /// Reads the credentials named in `secretFiles` from their Secrets: the ones found, and every
 /// problem — a needed file whose Secret or key is missing (optional or not), a non-optional
-/// one missing, a Secret that cannot be read. Messages name the secret file and the Secret,
-/// never a value.
+/// one missing, a Secret the operator may not read ([`forbidden`]), a Secret that cannot be
+/// read. An optional file no planned action needs is not read at all. Messages name the secret
+/// file and the Secret, never a value.
 pub async fn load_secrets(
     client: &Client,
     namespace: &str,
@@ -102,8 +114,19 @@ pub async fn load_secrets(
     for file in files {
         let optional = file.secret.optional.unwrap_or(false);
         let users = needed.get(&file.name);
+        if optional && users.is_none() {
+            continue;
+        }
+        let readers = match users {
+            Some(users) => format!("{} read(s) it", users.join(", ")),
+            None => "it is not optional".to_string(),
+        };
         let secret = match api.get_opt(&file.secret.name).await {
             Ok(s) => s,
+            Err(kube::Error::Api(e)) if e.code == 403 => {
+                problems.push(forbidden(file, namespace, &e.message, &readers));
+                continue;
+            }
             Err(e) => {
                 problems.push(format!(
                     "secret file {:?}: reading Secret {}/{}: {e}",
@@ -119,7 +142,6 @@ pub async fn load_secrets(
             .map(|bytes| String::from_utf8_lossy(&bytes.0).into_owned());
         match value {
             Some(v) => values.push((file.name.clone(), SecretValue::new(v))),
-            None if optional && users.is_none() => {}
             None => {
                 let missing = if exists {
                     format!(
@@ -129,9 +151,10 @@ pub async fn load_secrets(
                 } else {
                     format!("Secret {}/{} does not exist", namespace, file.secret.name)
                 };
-                let why = match users {
-                    Some(users) => format!("{} read(s) it", users.join(", ")),
-                    None => "and it is not optional".to_string(),
+                let why = if users.is_some() {
+                    readers
+                } else {
+                    format!("and {readers}")
                 };
                 problems.push(format!("secret file {:?}: {missing} ({why})", file.name));
             }
@@ -236,6 +259,20 @@ mod tests {
                 &needed
             )
             .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_forbidden_secret_names_the_secret_and_the_rule_to_add() {
+        let message = forbidden(
+            &file("redis-password"),
+            "opendesk",
+            "secrets \"redis-password-secret\" is forbidden",
+            "action 0 flush_intercom_sessions read(s) it",
+        );
+        assert_eq!(
+            message,
+            "secret file \"redis-password\": the operator may not read Secret opendesk/redis-password-secret (403 Forbidden: secrets \"redis-password-secret\" is forbidden; action 0 flush_intercom_sessions read(s) it): add redis-password-secret to rbac.secretNames in the chart values (Role rule: secrets get resourceNames)"
         );
     }
 

@@ -26,7 +26,7 @@ use tracing::{Instrument, info, info_span, warn};
 
 use super::approval;
 use super::assess::{Assessment, assess};
-use super::conditions::{Phase, run_conditions};
+use super::conditions::{MAX_DETAIL_BYTES, Phase, bounded, bounded_problems, run_conditions};
 use super::context::{Context, Error, event};
 use super::freeze::{declarations_changed, freeze};
 use super::gate::{Gate, gate, pre_run_of, terminal, track_suspension, unblocked};
@@ -91,6 +91,13 @@ impl Reconcile {
         status.conditions = run_conditions(phase, run.metadata.generation, &status.conditions);
         status.observed_generation = run.metadata.generation;
         status.progress = Some(progress(&status.actions));
+        // A summary quoting its input (an error naming a 1 MiB value) is cut, so that the
+        // status stays writable.
+        for a in &mut status.actions {
+            if let Some(summary) = a.summary.as_mut().filter(|s| s.len() > MAX_DETAIL_BYTES) {
+                *summary = bounded(summary, MAX_DETAIL_BYTES);
+            }
+        }
         let key = format!("{}/{}", run.namespace().unwrap_or_default(), run.name_any());
         self.context.metrics.run_waiting(
             &key,
@@ -249,6 +256,10 @@ async fn pipeline(run: Arc<MigrationRun>, context: Arc<Context>) -> Result<Reque
     let migration = match (decision, migration) {
         (Gate::Go, Some(m)) => m,
         (Gate::TimedOut(message), _) => return r.end(Phase::Failed(message)).await,
+        (Gate::Terminating(message), _) => return r.end(Phase::Terminating(message)).await,
+        (Gate::MigrationDeleted(message), _) => {
+            return r.end(Phase::DeclarationsChanged(message)).await;
+        }
         (Gate::Suspended(message), _) => {
             r.write(&Phase::Suspended(message)).await?;
             return Ok(Requeue::requeue(WAKE_FALLBACK));
@@ -285,7 +296,7 @@ async fn pipeline(run: Arc<MigrationRun>, context: Arc<Context>) -> Result<Reque
     let assessment = match assess(&migration, &ledger) {
         Ok(a) => a,
         Err(invalid) => {
-            r.status.problems = invalid.problems.clone();
+            r.status.problems = bounded_problems(&invalid.problems);
             return r.end(Phase::Invalid(invalid.message())).await;
         }
     };
@@ -399,11 +410,17 @@ async fn pipeline(run: Arc<MigrationRun>, context: Arc<Context>) -> Result<Reque
             r.write(&Phase::Running(message)).await?;
             return Ok(Requeue::await_change());
         }
-        // The first action goes on the Migration this reconcile read and checked above.
-        if n > 0
-            && let Some(message) = changed_since_plan(&r).await?
-        {
-            return r.end(Phase::DeclarationsChanged(message)).await;
+        // The first action goes on the run and the Migration this reconcile read and checked
+        // above.
+        if n > 0 {
+            match stop_before(&r).await? {
+                Some(Stop::Vanished) => {
+                    info!(next = %p.label, "the run was deleted: no further action starts");
+                    return Ok(Requeue::await_change());
+                }
+                Some(Stop::End(phase)) => return r.end(phase).await,
+                None => {}
+            }
         }
         let span =
             info_span!("action", index = r.status.actions[*i].index, id = %r.status.actions[*i].id);
@@ -474,26 +491,50 @@ fn prepare(status: &MigrationRunStatus, plan: &Plan) -> Result<Vec<(usize, Prepa
     Ok(out)
 }
 
-/// Reads the Migration again: `Some(message)` when its declarations for the stage are no
-/// longer the planned ones (or it is gone).
-async fn changed_since_plan(r: &Reconcile) -> Result<Option<String>, Error> {
+/// Why no further action of a run starts.
+enum Stop {
+    /// The run is gone (deleted without a finalizer): there is no status left to write.
+    Vanished,
+    /// The run ends in this phase.
+    End(Phase),
+}
+
+/// Reads the run and its Migration again before the next action: the run being deleted
+/// (`Terminating`), its Migration gone or its declarations for the stage no longer the
+/// planned ones (`DeclarationsChanged`) stop it.
+async fn stop_before(r: &Reconcile) -> Result<Option<Stop>, Error> {
+    let run = r
+        .runs
+        .get_opt(&r.run.name_any())
+        .await
+        .map_err(|source| Error::Read {
+            context: format!("reading MigrationRun {}", r.run.name_any()),
+            source,
+        })?;
+    let Some(mut run) = run else {
+        return Ok(Some(Stop::Vanished));
+    };
+    run.status = Some(r.status.clone());
+    if let Some(message) = super::gate::terminating(&run) {
+        return Ok(Some(Stop::End(Phase::Terminating(message))));
+    }
     let Some(migration) = read_migration(r).await? else {
-        return Ok(Some(format!(
-            "Migration {} was deleted while the run was going; nothing more is applied",
-            r.run.spec.migration_ref
-        )));
+        return Ok(Some(Stop::End(Phase::DeclarationsChanged(
+            super::gate::migration_deleted(&r.run),
+        ))));
     };
     let spec = serde_json::to_value(&migration.spec).unwrap_or_default();
     let Ok(declarations) = Declarations::from_spec(&spec) else {
-        return Ok(Some(
+        return Ok(Some(Stop::End(Phase::DeclarationsChanged(
             "the Migration's spec can no longer be read; nothing more is applied".into(),
-        ));
+        ))));
     };
     Ok(declarations_changed(
         &r.status,
         &declarations.fingerprint(r.run.spec.stage),
         migration.metadata.generation,
-    ))
+    )
+    .map(|message| Stop::End(Phase::DeclarationsChanged(message))))
 }
 
 /// The footprint an action of the run records, if it is tagged.
