@@ -11,6 +11,7 @@ use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use stagehand_config::{ConfigIssue, ObjectStore};
+use tokio::sync::watch;
 
 /// A typed action config: what a declaration's `config` is read as. Configs reject unknown
 /// keys (`deny_unknown_fields`) and carry the defaults the openDesk reference shows.
@@ -82,6 +83,75 @@ pub struct ActionContext {
     pub object_store: Option<ObjectStore>,
     /// Which run this is, for what actions write down (the handover records it).
     pub run: RunIdentity,
+    /// Set when the operator must stop (it lost its leadership, or it is shutting down): the
+    /// action stops at its next safe point — between destructive requests, every request
+    /// already sent awaited and counted — and returns [`ActionError::Stopped`] (wrapped in
+    /// [`ActionError::Interrupted`] with what was done), so that the next run of it works out
+    /// what is left.
+    pub stop: StopSignal,
+}
+
+/// Asks a running action to stop at its next safe point. Cheap to clone; the default never
+/// stops (tests, benchmarks, the command line).
+#[derive(Debug, Clone, Default)]
+pub struct StopSignal(Option<watch::Receiver<Option<String>>>);
+
+/// The sending half of a [`StopSignal`]: [`StopSender::stop`] asks every action holding the
+/// signal to stop, saying why.
+#[derive(Debug)]
+pub struct StopSender(watch::Sender<Option<String>>);
+
+impl StopSender {
+    /// Asks the actions to stop; the first reason given is kept.
+    pub fn stop(&self, reason: impl Into<String>) {
+        let reason = reason.into();
+        self.0.send_if_modified(|current| {
+            if current.is_some() {
+                return false;
+            }
+            *current = Some(reason);
+            true
+        });
+    }
+}
+
+impl StopSignal {
+    /// A signal and the sender that sets it.
+    pub fn channel() -> (StopSender, StopSignal) {
+        let (tx, rx) = watch::channel(None);
+        (StopSender(tx), StopSignal(Some(rx)))
+    }
+
+    /// A signal that never asks to stop.
+    pub fn never() -> Self {
+        Self(None)
+    }
+
+    /// Why the action must stop, once it was asked to.
+    pub fn reason(&self) -> Option<String> {
+        self.0.as_ref().and_then(|rx| rx.borrow().clone())
+    }
+
+    /// `Err(ActionError::Stopped)` once a stop was asked: what a sequential loop calls before
+    /// each destructive request.
+    pub fn check(&self) -> Result<(), ActionError> {
+        match self.reason() {
+            Some(reason) => Err(ActionError::Stopped(reason)),
+            None => Ok(()),
+        }
+    }
+
+    /// Resolves when a stop is asked (never for [`StopSignal::never`], nor once its sender is
+    /// gone without asking).
+    pub async fn requested(&self) {
+        let Some(rx) = &self.0 else {
+            return std::future::pending().await;
+        };
+        let mut rx = rx.clone();
+        if rx.wait_for(Option::is_some).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
 }
 
 /// The run an action executes in: recorded in what it writes down, so that a reader can tell
@@ -104,6 +174,7 @@ impl fmt::Debug for ActionContext {
             .field("namespace", &self.namespace)
             .field("secrets", &self.secrets)
             .field("run", &self.run)
+            .field("stop", &self.stop.reason())
             .finish()
     }
 }
@@ -141,6 +212,11 @@ pub enum ActionError {
     /// The action ran and could not reach its goal (a timeout, a missing object, ...).
     #[error("{0}")]
     Failed(String),
+    /// The operator asked the action to stop (it lost its leadership, or it is shutting
+    /// down) and it did, at a safe point: every request it sent was answered. Not a failure:
+    /// the run stays resumable and the next run of the action works out what is left.
+    #[error("stopped at a safe point: {0}")]
+    Stopped(String),
     /// The action stopped part-way: `cause` stopped it after it had done what `progress`
     /// says (what the server confirmed), so a rerun knows what is left.
     #[error("{cause}; {progress}")]
@@ -158,6 +234,28 @@ impl ActionError {
     pub fn kube(context: impl Into<String>) -> impl FnOnce(kube::Error) -> ActionError {
         let context = context.into();
         move |source| ActionError::Kubernetes { context, source }
+    }
+
+    /// Whether the action stopped because it was asked to ([`ActionError::Stopped`], also
+    /// inside [`ActionError::Interrupted`]): the run is resumable, not failed.
+    pub fn is_stop(&self) -> bool {
+        match self {
+            ActionError::Stopped(_) => true,
+            ActionError::Interrupted { cause, .. } => cause.is_stop(),
+            _ => false,
+        }
+    }
+
+    /// `self`, with what was done before it (`progress`) when anything was: the error of an
+    /// action stopped or failed part-way.
+    pub fn after(self, progress: Option<String>) -> ActionError {
+        match progress {
+            Some(progress) => ActionError::Interrupted {
+                cause: Box::new(self),
+                progress,
+            },
+            None => self,
+        }
     }
 }
 
@@ -195,6 +293,8 @@ pub trait Action: Send + Sync + fmt::Debug {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::expect_used)]
+
     use super::*;
 
     #[test]
@@ -209,5 +309,27 @@ mod tests {
             e.to_string(),
             "invalid config: redis.database 300 is out of range; 120 keys were deleted before this error"
         );
+    }
+
+    #[tokio::test]
+    async fn a_stop_is_seen_by_every_clone_with_its_first_reason() {
+        let (sender, signal) = StopSignal::channel();
+        let clone = signal.clone();
+        assert!(signal.check().is_ok());
+        assert_eq!(clone.reason(), None);
+        sender.stop("the operator lost its leadership");
+        sender.stop("the operator is shutting down");
+        clone.requested().await;
+        let e = signal.check().expect_err("stopped");
+        assert!(e.is_stop());
+        assert_eq!(
+            e.to_string(),
+            "stopped at a safe point: the operator lost its leadership"
+        );
+        let after = e.after(Some("3 of 5 subscriptions were dropped".into()));
+        assert!(after.is_stop());
+        assert!(!ActionError::Failed("x".into()).is_stop());
+        assert!(StopSignal::never().check().is_ok());
+        assert!(StopSignal::default().reason().is_none());
     }
 }

@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use stagehand_config::{ConfigIssue, Needs};
 
 use crate::action::ActionConfig;
-use crate::action::{Action, ActionContext, ActionError, Outcome};
+use crate::action::{Action, ActionContext, ActionError, Outcome, StopSignal};
 use crate::clients::redis::{PASSWORD_FILE, Redis, Session, SweepError};
 use crate::clients::tls::parse_ca_bundle;
 use crate::shared_config::needs_secrets;
@@ -129,7 +129,7 @@ impl Action for Config {
             let result = async {
                 let started = Instant::now();
                 let sweep = session
-                    .sweep(&redis.key_pattern, false)
+                    .sweep(&redis.key_pattern, false, &ctx.stop)
                     .await
                     .map_err(|e| e.error)?;
                 Ok::<_, ActionError>((sweep, started.elapsed()))
@@ -165,7 +165,7 @@ impl Action for Config {
         Box::pin(async move {
             let redis = &self.redis;
             let (session, _) = open_proven(redis, ctx).await?;
-            let result = apply_with(&session, redis).await;
+            let result = apply_with(&session, redis, &ctx.stop).await;
             session.close().await;
             result.map(Outcome::new)
         })
@@ -215,7 +215,11 @@ fn refuse_unsafe_pattern(redis: &Redis) -> Result<(), ActionError> {
 
 /// Deletes and verifies on a session [`Session::open_proven`] opened (the right to UNLINK is
 /// proven already).
-async fn apply_with(session: &Session, redis: &Redis) -> Result<String, ActionError> {
+async fn apply_with(
+    session: &Session,
+    redis: &Redis,
+    stop: &StopSignal,
+) -> Result<String, ActionError> {
     let pattern = &redis.key_pattern;
     let target = &session.target;
     let interrupted = |e: SweepError, before: u64| ActionError::Interrupted {
@@ -227,12 +231,12 @@ async fn apply_with(session: &Session, redis: &Redis) -> Result<String, ActionEr
     };
     let started = Instant::now();
     let first = session
-        .sweep(pattern, true)
+        .sweep(pattern, true, stop)
         .await
         .map_err(|e| interrupted(e, 0))?;
     let deleting = started.elapsed();
     let verify = session
-        .sweep(pattern, true)
+        .sweep(pattern, true, stop)
         .await
         .map_err(|e| interrupted(e, first.deleted))?;
     let verifying = started.elapsed() - deleting;
@@ -254,7 +258,7 @@ async fn apply_with(session: &Session, redis: &Redis) -> Result<String, ActionEr
         return Ok(summary);
     }
     let again = session
-        .sweep(pattern, false)
+        .sweep(pattern, false, stop)
         .await
         .map_err(|e| interrupted(e, deleted))?;
     if again.found > 0 {

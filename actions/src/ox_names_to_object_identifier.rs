@@ -43,7 +43,7 @@ use serde::{Deserialize, Serialize};
 use stagehand_config::{ConfigIssue, Needs};
 
 use crate::action::ActionConfig;
-use crate::action::{Action, ActionContext, ActionError, Outcome};
+use crate::action::{Action, ActionContext, ActionError, Outcome, StopSignal};
 use crate::batch::run_bounded;
 use crate::clients::ldap::{Directory, Entry};
 use crate::clients::ox::{OxClient, OxError};
@@ -640,6 +640,17 @@ impl Config {
         dir: &dyn Directory,
         ox: &OxClient,
     ) -> Result<Outcome, ActionError> {
+        self.apply_until(dir, ox, &StopSignal::never()).await
+    }
+
+    /// [`Config::apply_on`], stopping at the next safe point (no new rename starts, the ones
+    /// sent are awaited and counted) once `stop` asks to.
+    pub async fn apply_until(
+        &self,
+        dir: &dyn Directory,
+        ox: &OxClient,
+        stop: &StopSignal,
+    ) -> Result<Outcome, ActionError> {
         if self.dry_run {
             let planned = self.plan_on(dir, ox).await?;
             return Ok(Outcome::new(format!(
@@ -668,7 +679,7 @@ impl Config {
                 })
             })
             .collect();
-        let batch = run_bounded(stream::iter(&jobs), RENAMES_IN_FLIGHT, |job| async move {
+        let batch = run_bounded(stream::iter(&jobs), RENAMES_IN_FLIGHT, stop, |job| async move {
             match job.kind {
                 Kind::User => ox.rename_user(job.ctx, job.rename.id, &job.rename.to).await,
                 Kind::Group => {
@@ -679,6 +690,11 @@ impl Config {
         })
         .await;
         let progress = batch.report(total, &plural(total, "rename"), "made");
+        if let Some(stopped) = batch.stop_error() {
+            return Err(stopped.after(Some(format!(
+                "{progress}; a rerun finds them done and continues with the rest"
+            ))));
+        }
         if let Some((i, first)) = batch.into_first_failure() {
             return Err(self.rename_failed(ox, &jobs[i], first, &progress));
         }
@@ -798,7 +814,7 @@ impl Action for Config {
         Box::pin(async move {
             let ox = self.ox_client(ctx)?;
             let dir = self.directory(ctx).await?;
-            self.apply_on(dir.as_ref(), &ox).await
+            self.apply_until(dir.as_ref(), &ox, &ctx.stop).await
         })
     }
 

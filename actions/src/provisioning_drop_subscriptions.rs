@@ -147,6 +147,10 @@ impl Action for Config {
                     gone.push(name.as_str());
                     continue;
                 }
+                // The safe point: the request before this one was answered.
+                if let Err(stopped) = ctx.stop.check() {
+                    return Err(stopped.after(stopped_progress(&dropped, &gone)));
+                }
                 let response = api
                     .send(Method::DELETE, api.url(&["subscriptions", name]), None)
                     .await
@@ -190,6 +194,21 @@ impl Action for Config {
             self.existing(&api).await.map(drop)
         })
     }
+}
+
+/// What an action stopped by the operator had done: `None` when nothing.
+fn stopped_progress(dropped: &[&str], gone: &[&str]) -> Option<String> {
+    if dropped.is_empty() && gone.is_empty() {
+        return None;
+    }
+    let mut parts = Vec::new();
+    if !dropped.is_empty() {
+        parts.push(format!("dropped before stopping: {}", dropped.join(", ")));
+    }
+    if !gone.is_empty() {
+        parts.push(format!("already gone: {}", gone.join(", ")));
+    }
+    Some(format!("{}; a rerun drops the rest", parts.join("; ")))
 }
 
 /// Adds what was already dropped to an error, so a rerun's report is not a surprise.

@@ -489,6 +489,7 @@ impl World {
                 ca_bundle: None,
             }),
             run: Default::default(),
+            stop: Default::default(),
         };
         World {
             minio,

@@ -32,6 +32,7 @@ fn ctx(client: &Client, ns: &TestNamespace) -> ActionContext {
         secrets: Secrets::default(),
         object_store: None,
         run: Default::default(),
+        stop: Default::default(),
     }
 }
 
@@ -357,6 +358,7 @@ subjects:
         secrets: Secrets::default(),
         object_store: None,
         run: Default::default(),
+        stop: Default::default(),
     };
     for (id, config) in [
         (

@@ -46,6 +46,7 @@ fn ctx_with(password: Option<&str>) -> ActionContext {
         ),
         object_store: None,
         run: Default::default(),
+        stop: Default::default(),
     }
 }
 
@@ -589,6 +590,7 @@ spec:
         secrets: Secrets::default(),
         object_store: None,
         run: Default::default(),
+        stop: Default::default(),
     };
     let act = action(json!({}));
     let err = tokio::time::timeout(Duration::from_secs(60), act.plan(&ctx))

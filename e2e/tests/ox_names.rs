@@ -139,6 +139,7 @@ impl World {
             ]),
             object_store: None,
             run: Default::default(),
+            stop: Default::default(),
         }
     }
 

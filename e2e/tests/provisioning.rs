@@ -56,6 +56,7 @@ fn context(password: &str) -> ActionContext {
         )]),
         object_store: None,
         run: Default::default(),
+        stop: Default::default(),
     }
 }
 

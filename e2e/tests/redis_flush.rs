@@ -41,6 +41,7 @@ fn offline_ctx(password: &str) -> ActionContext {
         secrets: Secrets::new([("redis-password".to_string(), SecretValue::new(password))]),
         object_store: None,
         run: Default::default(),
+        stop: Default::default(),
     }
 }
 

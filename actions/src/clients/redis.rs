@@ -18,7 +18,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinSet;
 
-use crate::action::{ActionError, SecretValue};
+use crate::action::{ActionError, SecretValue, StopSignal};
 use crate::clients::tls::parse_ca_bundle;
 
 /// The Redis server, as the Intercom Service's `cache.intercomService` block configures it.
@@ -479,11 +479,20 @@ impl Session {
     /// the server always has the next call queued) and UNLINKs what it finds in batches sent
     /// while the walk goes on; the last call of a part may run into the next part, so `found`
     /// can count a key twice there, while `deleted` (UNLINK's own count) is exact.
-    pub async fn sweep(&self, pattern: &str, delete: bool) -> Result<Sweep, SweepError> {
+    ///
+    /// Once `signal` asks to stop, each part stops before its next SCAN call (the safe point:
+    /// the UNLINKs sent are awaited and counted) and the sweep answers
+    /// [`ActionError::Stopped`] with what was deleted.
+    pub async fn sweep(
+        &self,
+        pattern: &str,
+        delete: bool,
+        signal: &StopSignal,
+    ) -> Result<Sweep, SweepError> {
         let stop = AtomicBool::new(false);
         let lanes = if delete { LANES } else { 1 };
         let results = futures::future::join_all(
-            (0..lanes).map(|lane| self.sweep_lane(pattern, delete, lane, lanes, &stop)),
+            (0..lanes).map(|lane| self.sweep_lane(pattern, delete, lane, lanes, &stop, signal)),
         )
         .await;
         let mut total = Sweep::default();
@@ -518,6 +527,7 @@ impl Session {
         lane: u64,
         lanes: u64,
         stop: &AtomicBool,
+        signal: &StopSignal,
     ) -> Result<Sweep, SweepError> {
         let mut found = 0u64;
         let mut deleted = 0u64;
@@ -528,6 +538,11 @@ impl Session {
             if stop.load(Ordering::Relaxed) {
                 deleted += drain(&mut unlinks).await;
                 return Ok(Sweep { found, deleted });
+            }
+            if let Err(error) = signal.check() {
+                // The keys of `batch` were found but not sent: the next sweep finds them again.
+                deleted += drain(&mut unlinks).await;
+                return Err(SweepError { error, deleted });
             }
             let (next, keys) = match self.scan_page(cursor, pattern).await {
                 Ok(page) => page,

@@ -19,6 +19,7 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, P
 use kube::{Client, Resource, ResourceExt};
 use tokio::sync::Mutex;
 
+use crate::action::StopSignal;
 use crate::batch::run_bounded;
 use crate::text::plural;
 
@@ -343,8 +344,10 @@ async fn rewrite_all(
     })
     .try_flatten();
     // After a failure no new write starts, but the writes in flight are awaited: the API
-    // server carries them out anyway, and the counters must say what it did.
-    let batch = run_bounded(objects, options.concurrency.max(1), |object| {
+    // server carries them out anyway, and the counters must say what it did. No stop signal:
+    // every write goes to the API server the Lease lives on (a replica cut off from it cannot
+    // write either), and rewriting an object twice is harmless.
+    let batch = run_bounded(objects, options.concurrency.max(1), &StopSignal::never(), |object| {
         let pacer = pacer.clone();
         async move {
             let object = object?;

@@ -32,7 +32,7 @@ use serde_json::Value;
 use stagehand_config::{ConfigIssue, HandoverRole, Needs};
 
 use crate::action::ActionConfig;
-use crate::action::{Action, ActionContext, ActionError, Outcome, RunIdentity};
+use crate::action::{Action, ActionContext, ActionError, Outcome, RunIdentity, StopSignal};
 use crate::batch::run_bounded;
 use crate::clients::ox::{AccountOwners, Context, OxClient, OxError, SecondaryAccount};
 use crate::clients::s3::HandoverStore;
@@ -289,6 +289,8 @@ struct Clients {
     store: HandoverStore,
     /// The run, recorded in the handover.
     run: RunIdentity,
+    /// The operator's stop: honoured up to the handover write (see `export`).
+    stop: StopSignal,
 }
 
 impl Config {
@@ -316,6 +318,7 @@ impl Config {
             ox,
             store,
             run: ctx.run.clone(),
+            stop: ctx.stop.clone(),
         })
     }
 
@@ -876,6 +879,11 @@ impl Config {
             }
         }
 
+        // The last safe point: before the handover nothing is changed, so a stop here leaves
+        // the whole export to the next run. After it the export goes to its end whatever the
+        // operator asks (the batches below get no stop signal): a later run does not continue
+        // an export stopped part way (see `stop`), it would leave work by hand.
+        c.stop.check()?;
         // 1. The handover, durable before anything is removed.
         let doc = self.document(&c.run, &s.accounts, &s.ox);
         let size = self.write_handover(&c.store, &doc).await?;
@@ -917,6 +925,7 @@ impl Config {
         let removed = run_bounded(
             futures::stream::iter(jobs),
             IN_FLIGHT,
+            &StopSignal::never(),
             |(ctx, addr, n)| async move {
                 tracing::info!(context = ctx, address = %addr, user_entries = n, "removing mailbox (secondary account) in OX App Suite");
                 let r = c
@@ -947,6 +956,7 @@ impl Config {
         let deleted = run_bounded(
             futures::stream::iter(s.objects.iter().zip(&s.accounts)),
             IN_FLIGHT,
+            &StopSignal::never(),
             |(o, a)| async move {
                 match c.udm.delete(o.uri.as_str(), None).await {
                     Ok(existed) => {

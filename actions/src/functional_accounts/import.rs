@@ -29,7 +29,7 @@ use serde_json::{Map, Value, json};
 use stagehand_config::{ConfigIssue, HandoverRole, Needs};
 
 use crate::action::ActionConfig;
-use crate::action::{Action, ActionContext, ActionError, Outcome};
+use crate::action::{Action, ActionContext, ActionError, Outcome, StopSignal};
 use crate::batch::run_bounded;
 use crate::clients::s3::HandoverStore;
 use crate::clients::udm::{Filter, Search, UdmClient, UdmError, UdmObject};
@@ -479,6 +479,7 @@ impl Config {
         &self,
         udm: &UdmClient,
         store: &HandoverStore,
+        stop: &StopSignal,
     ) -> Result<Outcome, ActionError> {
         if self.dry_run {
             let planned = self.plan_with(udm, store).await?;
@@ -513,6 +514,7 @@ impl Config {
         let batch = run_bounded(
             futures::stream::iter(jobs),
             IN_FLIGHT,
+            stop,
             |(a, name, links)| async move {
                 let r = self.create(udm, a, name, links, permission).await;
                 if let Err(e) = &r {
@@ -524,6 +526,11 @@ impl Config {
         .await;
         let created = batch.succeeded;
         let progress = batch.report(to_create, &plural(to_create, "Shared Account"), "created");
+        if let Some(stopped) = batch.stop_error() {
+            return Err(stopped.after(Some(format!(
+                "{progress}; a rerun creates the rest (the ones created count as done)"
+            ))));
+        }
         if let Some((_, e)) = batch.into_first_failure() {
             return Err(ActionError::Failed(format!(
                 "{e}. {progress}; a rerun creates the rest (the ones created count as done)"
@@ -783,7 +790,7 @@ impl Action for Config {
     fn apply<'a>(&'a self, ctx: &'a ActionContext) -> BoxFuture<'a, Result<Outcome, ActionError>> {
         Box::pin(async move {
             let (udm, store) = self.clients(ctx)?;
-            self.apply_with(&udm, &store).await
+            self.apply_with(&udm, &store, &ctx.stop).await
         })
     }
 

@@ -89,6 +89,7 @@ async fn run(config: &serde_json::Value) -> Result<(), String> {
             apply_follows: !dry_run,
             ..RunIdentity::default()
         },
+        stop: Default::default(),
     };
     let server = std::env::var("REDIS_PID").ok();
     let cpu = || server.as_deref().and_then(server_cpu_seconds);
