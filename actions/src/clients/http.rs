@@ -4,6 +4,7 @@
 //! got no answer; and [`HttpApi`], the REST helper with HTTP basic credentials whose errors
 //! name the request but never the credential (the Provisioning API, UDM).
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use reqwest::{Method, StatusCode, Url};
@@ -176,14 +177,44 @@ impl HttpApi {
     }
 }
 
+/// The operator replica this process is, once named ([`set_instance`]).
+static INSTANCE: OnceLock<String> = OnceLock::new();
+
+/// Names this process (the operator's Lease identity) in the user agent of every HTTP request
+/// of the actions, `stagehand/0.1.0 (replica-a)`, so that a server's access log tells the
+/// replicas apart. Characters other than ASCII letters, digits, `.`, `_` and `-` become `_`;
+/// the first call wins.
+pub fn set_instance(name: &str) {
+    let clean: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let _ = INSTANCE.set(clean);
+}
+
+/// `stagehand/<version>`, with the instance when named.
+pub fn user_agent() -> String {
+    let product = concat!("stagehand/", env!("CARGO_PKG_VERSION"));
+    match INSTANCE.get() {
+        Some(instance) if !instance.is_empty() => format!("{product} ({instance})"),
+        _ => product.to_string(),
+    }
+}
+
 /// A `reqwest` client builder with what every client of the actions sets: `timeout` bounds each
-/// request and each connect, and requests carry Stagehand's user agent. Callers add what their
-/// protocol needs (a CA bundle, no redirects) and build it.
+/// request and each connect, and requests carry Stagehand's user agent ([`user_agent`]).
+/// Callers add what their protocol needs (a CA bundle, no redirects) and build it.
 pub fn client_builder(timeout: Duration) -> reqwest::ClientBuilder {
     reqwest::Client::builder()
         .timeout(timeout)
         .connect_timeout(timeout)
-        .user_agent(concat!("stagehand/", env!("CARGO_PKG_VERSION")))
+        .user_agent(user_agent())
 }
 
 /// How a request that got no answer failed: `kind` is `timed out`, `could not connect` or

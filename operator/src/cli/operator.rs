@@ -9,8 +9,11 @@ use tracing::{error, info, warn};
 use tracing_subscriber::EnvFilter;
 
 use super::output::{EXIT_OK, EXIT_USAGE};
-use crate::leader::{LeaderConfig, Leadership, default_identity, lease_namespace};
+use crate::leader::{
+    LeaderConfig, LeaseTimings, Leadership, Lost, default_identity, lease_namespace,
+};
 use crate::metrics::Metrics;
+use crate::run::context::{EngineControl, Steering};
 use crate::serve::Readiness;
 
 /// Log formats of the operator.
@@ -31,6 +34,10 @@ const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long a shutdown waits for the controllers (the current reconcile) to stop.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(25);
+
+/// A replica that lost its leadership exits this long before a standby may take the Lease at
+/// the earliest, even if its action has not reached a safe point by then.
+const EXPIRY_MARGIN: Duration = Duration::from_secs(1);
 
 /// The options of `stagehand operator`.
 #[derive(Debug, Clone, clap::Args)]
@@ -69,6 +76,16 @@ pub struct OperatorArgs {
     /// This replica's identity in the Lease (default: `POD_NAME`, else `<hostname>-<pid>`).
     #[arg(long, env = "STAGEHAND_LEADER_ELECTION_IDENTITY")]
     pub leader_election_identity: Option<String>,
+    /// Seconds a Lease lasts after its last renewal; then a standby may take it.
+    #[arg(long, env = "STAGEHAND_LEASE_DURATION_SECONDS", default_value_t = crate::leader::LEASE_DURATION_SECONDS)]
+    pub lease_duration_seconds: u64,
+    /// Seconds the leader goes on without a successful renewal before it stops leading (stops
+    /// its action at a safe point and exits); must be shorter than the lease duration.
+    #[arg(long, env = "STAGEHAND_RENEW_DEADLINE_SECONDS", default_value_t = crate::leader::RENEW_DEADLINE_SECONDS)]
+    pub renew_deadline_seconds: u64,
+    /// Seconds between two renewals of the Lease; must be shorter than the renew deadline.
+    #[arg(long, env = "STAGEHAND_RENEW_EVERY_SECONDS", default_value_t = crate::leader::RENEW_EVERY_SECONDS)]
+    pub renew_every_seconds: u64,
     /// MigrationRuns reconciled at the same time, at most: a burst of new runs is worked
     /// through a bounded queue (memory and API requests stay bounded), and it is how many runs
     /// of different Migrations execute actions at once.
@@ -98,6 +115,18 @@ pub fn run(args: OperatorArgs) -> u8 {
 }
 
 async fn operate(args: OperatorArgs) -> u8 {
+    let timings = match LeaseTimings::new(
+        args.lease_duration_seconds,
+        args.renew_deadline_seconds,
+        args.renew_every_seconds,
+    ) {
+        Ok(t) => t,
+        Err(e) => {
+            error!(error = %e, "invalid leader election timings");
+            eprintln!("stagehand operator: {e}");
+            return EXIT_USAGE;
+        }
+    };
     let metrics = Metrics::new();
     let readiness = Readiness::default();
     crate::serve::start(
@@ -116,12 +145,24 @@ async fn operate(args: OperatorArgs) -> u8 {
         }
     };
     let namespace = args.namespace.clone();
+    let identity = args
+        .leader_election_identity
+        .clone()
+        .filter(|i| !i.is_empty())
+        .unwrap_or_else(default_identity);
+    // The external systems' access logs tell the replicas apart by their user agent.
+    stagehand_actions::clients::http::set_instance(&identity);
+    let (engine, steering) = EngineControl::new();
+    let engine = std::sync::Arc::new(engine);
     // One signal listener for the whole life of the process: a signal is never lost between
-    // the phases.
+    // the phases. It also stops the engine: no new action, the one in flight stops at its
+    // next safe point.
     let (stop_tx, stop) = watch::channel(false);
+    let on_signal = std::sync::Arc::clone(&engine);
     tokio::spawn(async move {
         shutdown_signal().await;
         info!("shutdown requested");
+        on_signal.shut_down();
         let _ = stop_tx.send(true);
     });
 
@@ -129,7 +170,7 @@ async fn operate(args: OperatorArgs) -> u8 {
         info!("leader election disabled");
         readiness.set(true);
         metrics.set_leader(true);
-        run_controllers(client, namespace, metrics, stop, args.max_concurrent_runs).await;
+        run_controllers(client, namespace, metrics, steering, args.max_concurrent_runs).await;
         return EXIT_OK;
     }
 
@@ -138,12 +179,9 @@ async fn operate(args: OperatorArgs) -> u8 {
             args.leader_election_namespace.as_deref(),
             namespace.as_deref(),
         ),
-        args.leader_election_identity
-            .clone()
-            .filter(|i| !i.is_empty())
-            .unwrap_or_else(default_identity),
+        identity,
     );
-    let mut leadership = match Leadership::start(client.clone(), config).await {
+    let mut leadership = match Leadership::start(client.clone(), config, timings).await {
         Ok(l) => l,
         Err(e) => {
             error!(error = %e, "cannot start the leader election");
@@ -168,24 +206,61 @@ async fn operate(args: OperatorArgs) -> u8 {
     metrics.set_leader(true);
     let leader_gauge = metrics.clone();
 
-    // Leading: the controllers stop by themselves on SIGTERM/SIGINT (letting the current
-    // reconcile finish); losing the lease stops them at once and exits non-zero so that no two
-    // replicas ever run together.
+    // Leading: the controllers stop by themselves on SIGTERM/SIGINT (the action in flight
+    // stops at its next safe point). Losing the leadership — another holder, or no renewal
+    // within the renew deadline — stops the engine the same way and writes nothing more; the
+    // process exits non-zero once no action is in flight, and at the latest just before a
+    // standby may take the Lease, so that no two replicas ever apply at once.
     let controllers = run_controllers(
         client,
         namespace,
         metrics,
-        stop.clone(),
+        steering,
         args.max_concurrent_runs,
     );
     tokio::pin!(controllers);
-    let code = tokio::select! {
-        () = &mut controllers => EXIT_OK,
-        () = leadership.lost() => {
-            error!(identity = %leadership.identity(), "leadership lost: stopping the controllers");
-            EXIT_FAILURE
+    enum Ended {
+        Controllers,
+        Lost(Lost),
+        Signal,
+    }
+    let ended = tokio::select! {
+        () = &mut controllers => Ended::Controllers,
+        why = leadership.lost() => Ended::Lost(why),
+        () = stopping(stop.clone()) => Ended::Signal,
+    };
+    let code = match ended {
+        Ended::Controllers => EXIT_OK,
+        Ended::Lost(lost) => {
+            engine.depose(&lost.why);
+            // Another replica may lead already: no waiting. Else until just before the Lease
+            // can expire.
+            let budget = if lost.now {
+                Duration::ZERO
+            } else {
+                leadership.until_expiry().saturating_sub(EXPIRY_MARGIN)
+            };
+            error!(identity = %leadership.identity(), reason = %lost.why, budget = ?budget, "leadership lost: stopping the action in flight at its next safe point, then exiting");
+            // The controllers go on being polled, so that the action reaches its safe point.
+            let stopped = tokio::time::timeout(budget, async {
+                tokio::select! {
+                    () = &mut controllers => {}
+                    () = engine.idle() => {}
+                }
+            })
+            .await;
+            match stopped {
+                Ok(()) => info!("no action in flight: exiting"),
+                Err(_) => warn!(
+                    "an action did not reach a safe point before the Lease can expire: exiting without waiting for it (the next leader re-enters it)"
+                ),
+            }
+            leader_gauge.set_leader(false);
+            leadership.abandon();
+            info!(code = EXIT_FAILURE, "operator stopped");
+            return EXIT_FAILURE;
         }
-        () = stopping(stop.clone()) => {
+        Ended::Signal => {
             // The controllers got the same signal (unless it came before they listened):
             // give the current reconcile time to finish.
             if tokio::time::timeout(SHUTDOWN_GRACE, &mut controllers).await.is_err() {
@@ -205,16 +280,16 @@ async fn stopping(mut stop: watch::Receiver<bool>) {
     let _ = stop.wait_for(|stop| *stop).await;
 }
 
-/// Runs the controllers until they stop (on SIGTERM/SIGINT); `stop` tells the run engine to
-/// start no new action.
+/// Runs the controllers until they stop (on SIGTERM/SIGINT); `steering` tells the run engine
+/// to start no new action and to stop the one in flight at its next safe point.
 async fn run_controllers(
     client: kube::Client,
     namespace: Option<String>,
     metrics: Metrics,
-    stop: watch::Receiver<bool>,
+    steering: Steering,
     max_concurrent_runs: u16,
 ) {
-    crate::run::controller::run(client, namespace, metrics, stop, max_concurrent_runs).await;
+    crate::run::controller::run(client, namespace, metrics, steering, max_concurrent_runs).await;
 }
 
 /// Resolves on SIGTERM or SIGINT.

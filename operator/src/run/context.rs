@@ -1,8 +1,11 @@
 //! What both controllers share: the [`Context`] every reconcile gets, the [`Error`] that makes
 //! the controller retry one, and [`event`], how they publish Events.
 
+use std::sync::Arc;
+
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Client, Resource};
+use stagehand_actions::action::{StopSender, StopSignal};
 use tokio::sync::watch;
 use tracing::warn;
 
@@ -19,8 +22,8 @@ pub struct Context {
     pub recorder: Recorder,
     /// Counts runs and actions for `/metrics`.
     pub metrics: crate::metrics::Metrics,
-    /// Becomes true when the operator is asked to stop: no new action starts.
-    pub stopping: watch::Receiver<bool>,
+    /// How the operator stops the engine ([`Steering`]).
+    pub steering: Steering,
     /// The runs as the run controller sees them (unfinished ones in its store, finished ones
     /// in a small index), and whom to wake.
     pub runs: RunsView,
@@ -29,6 +32,101 @@ pub struct Context {
 impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Context").finish_non_exhaustive()
+    }
+}
+
+/// The run engine's side of [`EngineControl`]: what it reads before each action and each
+/// write, and where it counts its actions in flight.
+#[derive(Debug, Clone)]
+pub struct Steering {
+    /// Becomes true when the operator is asked to stop or lost its leadership: no new action
+    /// starts.
+    pub stopping: watch::Receiver<bool>,
+    /// Tells the action in flight to stop at its next safe point (it is in every
+    /// `ActionContext`).
+    pub stop: StopSignal,
+    /// Becomes true when this replica lost its leadership: it writes nothing more (no status,
+    /// no ledger), since another replica may lead by the time a write lands.
+    pub deposed: watch::Receiver<bool>,
+    /// The actions in flight.
+    in_flight: Arc<watch::Sender<usize>>,
+}
+
+impl Steering {
+    /// Counts an action in flight until the guard is dropped.
+    pub fn action_started(&self) -> InFlight {
+        self.in_flight.send_modify(|n| *n += 1);
+        InFlight(Arc::clone(&self.in_flight))
+    }
+
+    /// Whether this replica lost its leadership.
+    pub fn is_deposed(&self) -> bool {
+        *self.deposed.borrow()
+    }
+}
+
+/// One action in flight, counted while it lives.
+#[derive(Debug)]
+pub struct InFlight(Arc<watch::Sender<usize>>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+/// The operator's side of [`Steering`]: stops the engine on shutdown or when the leadership is
+/// lost, and waits until no action is in flight.
+#[derive(Debug)]
+pub struct EngineControl {
+    stopping: watch::Sender<bool>,
+    stop: StopSender,
+    deposed: watch::Sender<bool>,
+    in_flight: Arc<watch::Sender<usize>>,
+}
+
+impl EngineControl {
+    /// A control and the steering the engine gets.
+    pub fn new() -> (Self, Steering) {
+        let (stopping_tx, stopping) = watch::channel(false);
+        let (stop_tx, stop) = StopSignal::channel();
+        let (deposed_tx, deposed) = watch::channel(false);
+        let in_flight = Arc::new(watch::channel(0usize).0);
+        (
+            Self {
+                stopping: stopping_tx,
+                stop: stop_tx,
+                deposed: deposed_tx,
+                in_flight: Arc::clone(&in_flight),
+            },
+            Steering {
+                stopping,
+                stop,
+                deposed,
+                in_flight,
+            },
+        )
+    }
+
+    /// SIGTERM: no new action; the action in flight stops at its next safe point and its run's
+    /// status says it will resume.
+    pub fn shut_down(&self) {
+        self.stopping.send_replace(true);
+        self.stop.stop("the operator is shutting down");
+    }
+
+    /// The leadership is lost: as [`EngineControl::shut_down`], and nothing more is written.
+    pub fn depose(&self, why: &str) {
+        self.deposed.send_replace(true);
+        self.stopping.send_replace(true);
+        self.stop
+            .stop(format!("this replica is no longer the leader ({why})"));
+    }
+
+    /// Resolves when no action is in flight.
+    pub async fn idle(&self) {
+        let mut rx = self.in_flight.subscribe();
+        let _ = rx.wait_for(|n| *n == 0).await;
     }
 }
 
@@ -41,6 +139,9 @@ pub enum Error {
     /// The history ledger could not be reached.
     #[error(transparent)]
     History(#[from] HistoryError),
+    /// This replica lost its leadership: it writes nothing more.
+    #[error("this replica is no longer the leader: nothing more is written")]
+    Deposed,
     /// Reading the cluster failed.
     #[error("{context}: {source}")]
     Read {

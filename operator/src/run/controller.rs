@@ -14,12 +14,11 @@ use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use stagehand_config::Warning;
 use stagehand_crds::{Migration, MigrationRun};
-use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use super::assess::assess;
 use super::conditions::migration_conditions;
-use super::context::{Context, Error, event};
+use super::context::{Context, Error, Steering, event};
 use super::history::History;
 use super::own_crds::migrate_own_crds;
 use super::reconcile::reconcile;
@@ -186,12 +185,13 @@ fn run_watch() -> watcher::Config {
 }
 
 /// Runs both controllers until the process is asked to stop. `namespace` limits them to one
-/// namespace; `stopping` turns true on SIGTERM, after which no run starts a new action.
+/// namespace; `steering` stops the engine (SIGTERM, or the leadership lost): no run starts a
+/// new action, and the action in flight stops at its next safe point.
 pub async fn run(
     client: Client,
     namespace: Option<String>,
     metrics: crate::metrics::Metrics,
-    stopping: watch::Receiver<bool>,
+    steering: Steering,
     max_concurrent_runs: u16,
 ) {
     let reporter = Reporter {
@@ -209,7 +209,7 @@ pub async fn run(
         client: client.clone(),
         recorder: Recorder::new(client.clone(), reporter),
         metrics,
-        stopping,
+        steering,
         runs: RunsView::new(run_store.clone(), run_resource.clone(), wake),
     });
     migrate_own_crds(&client, &context.recorder).await;

@@ -30,10 +30,10 @@ use super::conditions::{MAX_DETAIL_BYTES, Phase, bounded, bounded_problems, run_
 use super::context::{Context, Error, event};
 use super::freeze::{declarations_changed, freeze};
 use super::gate::{Gate, gate, pre_run_of, terminal, track_suspension, unblocked};
-use super::history::{History, mirror};
+use super::history::{History, HistoryError, mirror};
 use super::preflight::{Prepared, declared_problems, load_secrets, needed_files, prove};
 use super::retention;
-use super::status::apply_run_status;
+use super::status::{StatusError, apply_run_status};
 
 /// The reason of an action that ran in dry-run mode (the run's `spec.dryRun` or its own
 /// `config.dryRun`): it changed nothing, records no footprint and does not count as applied.
@@ -84,8 +84,12 @@ struct Reconcile {
 }
 
 impl Reconcile {
-    /// Writes the run's status in `phase` (conditions derived from it).
+    /// Writes the run's status in `phase` (conditions derived from it). A replica that lost
+    /// its leadership writes nothing ([`Error::Deposed`]).
     async fn write(&mut self, phase: &Phase) -> Result<(), Error> {
+        if self.context.steering.is_deposed() {
+            return Err(Error::Deposed);
+        }
         let run = &self.run;
         let status = &mut self.status;
         status.conditions = run_conditions(phase, run.metadata.generation, &status.conditions);
@@ -353,6 +357,7 @@ async fn pipeline(run: Arc<MigrationRun>, context: Arc<Context>) -> Result<Reque
             name: r.run.metadata.name.clone(),
             apply_follows: false,
         },
+        stop: r.context.steering.stop.clone(),
     };
     if !prepared.is_empty() {
         let mut problems = if first_pass {
@@ -401,7 +406,11 @@ async fn pipeline(run: Arc<MigrationRun>, context: Arc<Context>) -> Result<Reque
 
     // 5. execute, strictly in order; Succeeded actions are never repeated.
     for (n, (i, p)) in prepared.iter().enumerate() {
-        if *r.context.stopping.borrow() {
+        if r.context.steering.is_deposed() {
+            info!(next = %p.label, "no longer the leader: not starting the next action");
+            return Err(Error::Deposed);
+        }
+        if *r.context.steering.stopping.borrow() {
             let message = format!(
                 "the operator is stopping: {} and the rest start when it runs again",
                 p.label
@@ -589,8 +598,22 @@ async fn execute(
     r.event(EventType::Normal, "Started", p.label.clone()).await;
     info!(dry_run = dry, "action started");
     let started = std::time::Instant::now();
-    let result = run_action(p, ctx, dry).await;
+    let result = {
+        // Counted while it runs: a replica that lost its leadership waits for it to stop.
+        let _in_flight = r.context.steering.action_started();
+        run_action(p, ctx, dry).await
+    };
     let id = r.status.actions[i].id.clone();
+    if let Err(e) = &result
+        && e.is_stop()
+    {
+        // Not a failure: the run stays resumable, and the next run of the action (by this
+        // operator after a restart, or by the next leader) works out what is left.
+        let message = format!("{}: {e}; it resumes when the operator runs again", p.label);
+        warn!(error = %e, "action stopped at a safe point");
+        r.write(&Phase::Running(message)).await?;
+        return Ok(Some(Requeue::await_change()));
+    }
     r.context.metrics.action_finished(
         &id,
         if result.is_ok() {
@@ -603,6 +626,9 @@ async fn execute(
     r.status.actions[i].completion_time = Some(now());
     match result {
         Ok(summary) => {
+            info!(%summary, "action applied; writing its result");
+            // The action's result is written whatever it takes (the API server may be away
+            // for a while): lost, it would make the next pass apply the action again.
             if !dry && let Some(print) = &print {
                 let a = &r.status.actions[i];
                 let entry = HistoryEntry {
@@ -614,12 +640,25 @@ async fn execute(
                     run_name: ctx.run.name.clone(),
                     completed_at: a.completion_time.clone(),
                 };
-                let ledger = history
-                    .update(|l| {
-                        l.record(entry.clone());
-                    })
-                    .await?;
-                mirror(&r.migrations, &r.run.spec.migration_ref, &ledger).await?;
+                let mut wait = FIRST_RETRY;
+                loop {
+                    if r.context.steering.is_deposed() {
+                        return Err(Error::Deposed);
+                    }
+                    let written = async {
+                        let ledger = history
+                            .update(|l| {
+                                l.record(entry.clone());
+                            })
+                            .await?;
+                        mirror(&r.migrations, &r.run.spec.migration_ref, &ledger).await
+                    }
+                    .await;
+                    match written {
+                        Ok(()) => break,
+                        Err(e) => retry_write(&r.context, e.into(), &mut wait).await?,
+                    }
+                }
             }
             let a = &mut r.status.actions[i];
             a.decision = ActionDecision::Succeeded;
@@ -627,8 +666,13 @@ async fn execute(
                 a.reason = DRY_RUN.into();
             }
             a.summary = Some(summary.clone());
-            r.write(&Phase::Running(format!("{} succeeded", p.label)))
-                .await?;
+            let mut wait = FIRST_RETRY;
+            while let Err(e) = r
+                .write(&Phase::Running(format!("{} succeeded", p.label)))
+                .await
+            {
+                retry_write(&r.context, e, &mut wait).await?;
+            }
             r.event(
                 EventType::Normal,
                 "Succeeded",
@@ -648,6 +692,47 @@ async fn execute(
             r.end(Phase::Failed(message)).await.map(Some)
         }
     }
+}
+
+/// The first pause before writing an action's result again.
+const FIRST_RETRY: Duration = Duration::from_millis(500);
+/// The longest pause between two tries.
+const LAST_RETRY: Duration = Duration::from_secs(5);
+
+/// Whether a write failed for a reason that passes — the API server or etcd away or
+/// overloaded, others writing at the same time — and is worth trying again. A refusal (the
+/// object gone, forbidden, invalid) is not: the reconcile ends with it as before.
+fn transient(e: &Error) -> bool {
+    let source = match e {
+        Error::Status(StatusError::Contended(_)) | Error::History(HistoryError::Contended { .. }) => {
+            return true;
+        }
+        Error::Status(StatusError::Write { source, .. }) => source,
+        Error::History(HistoryError::Api { source, .. }) => source.as_ref(),
+        _ => return false,
+    };
+    match source {
+        kube::Error::Api(status) => {
+            status.code >= 500 || status.code == 429 || status.code == 409
+        }
+        _ => true,
+    }
+}
+
+/// After a failed write of an action's result: pauses before the next try (doubling the
+/// pause up to [`LAST_RETRY`]), or gives up when this replica lost its leadership or the
+/// failure does not pass ([`transient`]).
+async fn retry_write(context: &Context, e: Error, wait: &mut Duration) -> Result<(), Error> {
+    if context.steering.is_deposed() {
+        return Err(Error::Deposed);
+    }
+    if !transient(&e) {
+        return Err(e);
+    }
+    warn!(error = %e, retry_in = ?*wait, "cannot write the action's result yet; trying again");
+    tokio::time::sleep(*wait).await;
+    *wait = (*wait * 2).min(LAST_RETRY);
+    Ok(())
 }
 
 /// Plans (and unless dry, applies) one action; returns its summary.
