@@ -409,6 +409,9 @@ pub struct LoggedRequest {
     pub status: Option<u16>,
     /// The fault injected, if any: `status`, `hang`, `drop` or `delay`.
     pub fault: Option<String>,
+    /// The request's `User-Agent` (Stagehand names its replica there), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_agent: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -448,6 +451,11 @@ impl<P> Shared<P> {
             op,
             status,
             fault: fault.map(str::to_string),
+            user_agent: request
+                .headers
+                .get(header::USER_AGENT)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string),
         });
     }
 
