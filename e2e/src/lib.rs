@@ -10,6 +10,8 @@ pub mod kube_proxy;
 pub mod local_server;
 pub mod manifests;
 pub mod minio;
+pub mod private_cluster;
+pub mod proxy;
 pub mod redis;
 pub mod slapd;
 pub mod wire_proxy;
@@ -329,9 +331,12 @@ impl OperatorProcess {
     }
 
     fn spawn(label: &str, kubeconfig_path: &str, args: &[&str]) -> Self {
+        // One file per process started: two replicas of one test must not share a log.
+        static STARTED: AtomicU32 = AtomicU32::new(0);
         let log = std::env::temp_dir().join(format!(
-            "stagehand-operator-{label}-{}.log",
-            std::process::id()
+            "stagehand-operator-{label}-{}-{}.log",
+            std::process::id(),
+            STARTED.fetch_add(1, Ordering::Relaxed)
         ));
         let file = match std::fs::File::create(&log) {
             Ok(f) => f,
@@ -372,6 +377,11 @@ impl OperatorProcess {
             .args(["-TERM", &self.child.id().to_string()])
             .status();
         self.child.wait().ok()
+    }
+
+    /// Its exit status if it has exited, without waiting.
+    pub fn try_wait(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
     }
 
     /// Stops it with SIGKILL (a crash) and waits for it to be gone.
