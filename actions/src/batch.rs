@@ -154,18 +154,23 @@ mod tests {
         failing: &[usize],
     ) -> (Batch<String>, Vec<usize>) {
         let finished = Mutex::new(Vec::new());
-        let batch = run_bounded(futures::stream::iter(0..n), in_flight, &StopSignal::never(), |i| {
-            let finished = &finished;
-            async move {
-                tokio::time::sleep(Duration::from_millis(10 * i as u64)).await;
-                finished.lock().unwrap().push(i);
-                if failing.contains(&i) {
-                    Err(format!("job {i} failed"))
-                } else {
-                    Ok(())
+        let batch = run_bounded(
+            futures::stream::iter(0..n),
+            in_flight,
+            &StopSignal::never(),
+            |i| {
+                let finished = &finished;
+                async move {
+                    tokio::time::sleep(Duration::from_millis(10 * i as u64)).await;
+                    finished.lock().unwrap().push(i);
+                    if failing.contains(&i) {
+                        Err(format!("job {i} failed"))
+                    } else {
+                        Ok(())
+                    }
                 }
-            }
-        })
+            },
+        )
         .await;
         (batch, finished.into_inner().unwrap())
     }
@@ -221,9 +226,12 @@ mod tests {
         })
         .await;
         assert_eq!((batch.started, batch.succeeded), (4, 4));
-        let empty = run_bounded(futures::stream::iter(Vec::<u8>::new()), 0, &StopSignal::never(), |_| async {
-            Ok::<(), String>(())
-        })
+        let empty = run_bounded(
+            futures::stream::iter(Vec::<u8>::new()),
+            0,
+            &StopSignal::never(),
+            |_| async { Ok::<(), String>(()) },
+        )
         .await;
         assert_eq!((empty.started, empty.succeeded), (0, 0));
     }

@@ -679,15 +679,20 @@ impl Config {
                 })
             })
             .collect();
-        let batch = run_bounded(stream::iter(&jobs), RENAMES_IN_FLIGHT, stop, |job| async move {
-            match job.kind {
-                Kind::User => ox.rename_user(job.ctx, job.rename.id, &job.rename.to).await,
-                Kind::Group => {
-                    ox.rename_group(job.ctx, job.rename.id, &job.rename.to)
-                        .await
+        let batch = run_bounded(
+            stream::iter(&jobs),
+            RENAMES_IN_FLIGHT,
+            stop,
+            |job| async move {
+                match job.kind {
+                    Kind::User => ox.rename_user(job.ctx, job.rename.id, &job.rename.to).await,
+                    Kind::Group => {
+                        ox.rename_group(job.ctx, job.rename.id, &job.rename.to)
+                            .await
+                    }
                 }
-            }
-        })
+            },
+        )
         .await;
         let progress = batch.report(total, &plural(total, "rename"), "made");
         if let Some(stopped) = batch.stop_error() {

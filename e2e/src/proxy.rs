@@ -45,8 +45,8 @@ impl CutProxy {
     pub fn kubeconfig(&self, kubeconfig: &str) -> PathBuf {
         let text = std::fs::read_to_string(kubeconfig)
             .unwrap_or_else(|e| panic!("cannot read {kubeconfig}: {e}"));
-        let mut config: serde_yaml::Value = serde_yaml::from_str(&text)
-            .unwrap_or_else(|e| panic!("{kubeconfig} is not YAML: {e}"));
+        let mut config: serde_yaml::Value =
+            serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{kubeconfig} is not YAML: {e}"));
         let server = format!("https://{}", self.addr);
         if let Some(clusters) = config["clusters"].as_sequence_mut() {
             for cluster in clusters {

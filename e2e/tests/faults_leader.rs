@@ -85,8 +85,11 @@ async fn a_leader_cut_off_from_the_api_server_stops_before_its_lease_can_expire(
             "127.0.0.1:0",
         ]
     };
-    let mut a =
-        OperatorProcess::start_with(&ns.name, through_proxy.to_str().unwrap(), &args("replica-a"));
+    let mut a = OperatorProcess::start_with(
+        &ns.name,
+        through_proxy.to_str().unwrap(),
+        &args("replica-a"),
+    );
     wait_for("replica-a to lead", Duration::from_secs(60), || async {
         (lease_holder(&ns.name) == "replica-a").then_some(())
     })
@@ -108,9 +111,18 @@ async fn a_leader_cut_off_from_the_api_server_stops_before_its_lease_can_expire(
     stagehand_e2e::apply(&MigrationRun::new(&ns.name, "pre", "pre").to_yaml());
 
     // Cut replica-a off once it has dropped a few subscriptions.
-    wait_for("replica-a to be deleting", Duration::from_secs(60), || async {
-        (sim.requests().iter().filter(|r| r.method == "DELETE").count() >= 5).then_some(())
-    })
+    wait_for(
+        "replica-a to be deleting",
+        Duration::from_secs(60),
+        || async {
+            (sim.requests()
+                .iter()
+                .filter(|r| r.method == "DELETE")
+                .count()
+                >= 5)
+                .then_some(())
+        },
+    )
     .await;
     let cut_at = Instant::now();
     proxy.cut();
@@ -151,9 +163,17 @@ async fn a_leader_cut_off_from_the_api_server_stops_before_its_lease_can_expire(
     })
     .await;
     let b_led_after = cut_at.elapsed();
-    wait_up_to(&ns.name, "migrationrun/pre", "Ready", Duration::from_secs(120));
+    wait_up_to(
+        &ns.name,
+        "migrationrun/pre",
+        "Ready",
+        Duration::from_secs(120),
+    );
     let done = get(&ns.name, "migrationrun/pre");
-    assert_eq!(done["status"]["actions"][0]["decision"], "Succeeded", "{done}");
+    assert_eq!(
+        done["status"]["actions"][0]["decision"], "Succeeded",
+        "{done}"
+    );
 
     // The request log: replica-a's requests all came before replica-b's first one.
     let log = sim.requests();
@@ -200,7 +220,9 @@ async fn a_leader_cut_off_from_the_api_server_stops_before_its_lease_can_expire(
         );
     }
     assert!(sim.state().names().is_empty());
-    let summary = done["status"]["actions"][0]["summary"].as_str().unwrap_or_default();
+    let summary = done["status"]["actions"][0]["summary"]
+        .as_str()
+        .unwrap_or_default();
     assert!(summary.contains("already gone"), "{summary}");
     eprintln!(
         "cut after {deleted_at_cut} deletes; replica-a deleted {a_deleted} of {SUBSCRIPTIONS} and exited {:.1} s after the cut; replica-b led {:.1} s after the cut",

@@ -166,7 +166,9 @@ impl RenewClock {
 /// The instant of a `renewTime` read from the Lease (wall clock) as this process's monotonic
 /// clock knows it: `now` minus its age; a time in the future counts as now.
 pub fn renewal_instant(renew_time: SystemTime, wall_now: SystemTime, now: Instant) -> Instant {
-    let age = wall_now.duration_since(renew_time).unwrap_or(Duration::ZERO);
+    let age = wall_now
+        .duration_since(renew_time)
+        .unwrap_or(Duration::ZERO);
     now.checked_sub(age).unwrap_or(now)
 }
 
@@ -362,11 +364,12 @@ impl Leadership {
     /// How long until a standby may take the Lease, counted from the last renewal this replica
     /// saw accepted (zero when not leading).
     pub fn until_expiry(&self) -> Duration {
-        self.deadline
-            .as_ref()
-            .map_or(Duration::ZERO, |(clock, _)| {
-                clock.borrow().expiry().saturating_duration_since(Instant::now())
-            })
+        self.deadline.as_ref().map_or(Duration::ZERO, |(clock, _)| {
+            clock
+                .borrow()
+                .expiry()
+                .saturating_duration_since(Instant::now())
+        })
     }
 
     /// Stops contending and releases the Lease if held (so a standby takes over at once);
@@ -501,7 +504,10 @@ mod tests {
             LeaseTimings::new(15, 10, 0),
             Err(TimingsError::RenewalNotBeforeDeadline { .. })
         ));
-        let e = LeaseTimings::new(15, 15, 5).map(drop).unwrap_err().to_string();
+        let e = LeaseTimings::new(15, 15, 5)
+            .map(drop)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("must be shorter than the lease duration"), "{e}");
     }
 
@@ -510,7 +516,10 @@ mod tests {
         let t0 = Instant::now();
         let mut clock = RenewClock::new(LeaseTimings::DEFAULT, t0);
         let s = Duration::from_secs;
-        assert!(!clock.passed(t0 + s(10)), "exactly at the deadline: still leading");
+        assert!(
+            !clock.passed(t0 + s(10)),
+            "exactly at the deadline: still leading"
+        );
         assert!(clock.passed(t0 + s(10) + Duration::from_millis(1)));
         // A renewal at 5 s moves the deadline to 15 s and the expiry to 20 s.
         clock.renewed(t0 + s(5));

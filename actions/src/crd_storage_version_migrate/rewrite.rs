@@ -347,24 +347,29 @@ async fn rewrite_all(
     // server carries them out anyway, and the counters must say what it did. No stop signal:
     // every write goes to the API server the Lease lives on (a replica cut off from it cannot
     // write either), and rewriting an object twice is harmless.
-    let batch = run_bounded(objects, options.concurrency.max(1), &StopSignal::never(), |object| {
-        let pacer = pacer.clone();
-        async move {
-            let object = object?;
-            if let Some(p) = pacer {
-                p.wait().await;
+    let batch = run_bounded(
+        objects,
+        options.concurrency.max(1),
+        &StopSignal::never(),
+        |object| {
+            let pacer = pacer.clone();
+            async move {
+                let object = object?;
+                if let Some(p) = pacer {
+                    p.wait().await;
+                }
+                rewrite_one(
+                    client,
+                    resource,
+                    namespaced,
+                    object,
+                    options.conflict_attempts,
+                    counters,
+                )
+                .await
             }
-            rewrite_one(
-                client,
-                resource,
-                namespaced,
-                object,
-                options.conflict_attempts,
-                counters,
-            )
-            .await
-        }
-    })
+        },
+    )
     .await;
     match batch.into_first_failure() {
         Some((_, e)) => Err(e),

@@ -10,7 +10,7 @@ use tracing_subscriber::EnvFilter;
 
 use super::output::{EXIT_OK, EXIT_USAGE};
 use crate::leader::{
-    LeaderConfig, LeaseTimings, Leadership, Lost, default_identity, lease_namespace,
+    LeaderConfig, Leadership, LeaseTimings, Lost, default_identity, lease_namespace,
 };
 use crate::metrics::Metrics;
 use crate::run::context::{EngineControl, Steering};
@@ -170,7 +170,14 @@ async fn operate(args: OperatorArgs) -> u8 {
         info!("leader election disabled");
         readiness.set(true);
         metrics.set_leader(true);
-        run_controllers(client, namespace, metrics, steering, args.max_concurrent_runs).await;
+        run_controllers(
+            client,
+            namespace,
+            metrics,
+            steering,
+            args.max_concurrent_runs,
+        )
+        .await;
         return EXIT_OK;
     }
 
@@ -263,7 +270,10 @@ async fn operate(args: OperatorArgs) -> u8 {
         Ended::Signal => {
             // The controllers got the same signal (unless it came before they listened):
             // give the current reconcile time to finish.
-            if tokio::time::timeout(SHUTDOWN_GRACE, &mut controllers).await.is_err() {
+            if tokio::time::timeout(SHUTDOWN_GRACE, &mut controllers)
+                .await
+                .is_err()
+            {
                 warn!(grace = ?SHUTDOWN_GRACE, "the controllers did not stop in time");
             }
             EXIT_OK

@@ -704,7 +704,8 @@ const LAST_RETRY: Duration = Duration::from_secs(5);
 /// object gone, forbidden, invalid) is not: the reconcile ends with it as before.
 fn transient(e: &Error) -> bool {
     let source = match e {
-        Error::Status(StatusError::Contended(_)) | Error::History(HistoryError::Contended { .. }) => {
+        Error::Status(StatusError::Contended(_))
+        | Error::History(HistoryError::Contended { .. }) => {
             return true;
         }
         Error::Status(StatusError::Write { source, .. }) => source,
@@ -712,9 +713,7 @@ fn transient(e: &Error) -> bool {
         _ => return false,
     };
     match source {
-        kube::Error::Api(status) => {
-            status.code >= 500 || status.code == 429 || status.code == 409
-        }
+        kube::Error::Api(status) => status.code >= 500 || status.code == 429 || status.code == 409,
         _ => true,
     }
 }
