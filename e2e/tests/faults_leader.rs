@@ -204,7 +204,7 @@ async fn a_leader_cut_off_from_the_api_server_stops_before_its_lease_can_expire(
         "replica-a was stopped inside the action, not after it: it deleted {a_deleted}"
     );
     // Each subscription deleted exactly once (a DELETE answered 200), by one replica or the
-    // other; the ones replica-a deleted answered replica-b 404.
+    // other; the ones replica-a deleted are "already gone" for replica-b.
     let mut deleted: BTreeMap<String, Vec<&str>> = BTreeMap::new();
     for r in &log {
         if r.method == "DELETE" && matches!(r.status, Some(200 | 204)) {
