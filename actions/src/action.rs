@@ -162,6 +162,9 @@ pub struct RunIdentity {
     pub release: String,
     /// The MigrationRun's name, when the action runs in one.
     pub name: Option<String>,
+    /// The MigrationRun's `metadata.uid`: the same run re-entered after a restart has it,
+    /// another run of the same name (deleted and created again) does not.
+    pub uid: Option<String>,
     /// Whether `apply` follows this `plan` at once (a real run, not a dry run): planning must
     /// still prove everything apply needs, but may leave out what only a dry run's report
     /// needs (e.g. counting what apply would change). `false` (the default) plans in full.

@@ -627,16 +627,27 @@ impl World {
     /// pre action and the import as its post action, both against this world, every credential
     /// read from the Secrets of [`World::create_secrets`].
     pub fn migration(&self, ns: &str) -> String {
+        self.migration_with(ns, &[EXPORT], &[IMPORT])
+    }
+
+    /// A Migration `opendesk` in `ns` as [`World::migration`], declaring the actions `pre` and
+    /// `post` (of [`EXPORT`] and [`IMPORT`]) in those stages.
+    pub fn migration_with(&self, ns: &str, pre: &[&str], post: &[&str]) -> String {
         let store = self.ctx.object_store.clone().unwrap_or_else(|| {
             panic!("the world has an object store");
         });
-        let action = |id: &str, config: Value| {
+        let action = |id: &str| {
+            let config = if id == EXPORT {
+                self.export_config(json!({}))
+            } else {
+                self.import_config(json!({}))
+            };
             Action::new(id)
                 .tag("v1.18.0")
                 .run_mode("apply")
                 .config(config)
         };
-        Migration::new(ns)
+        let mut migration = Migration::new(ns)
             .installed("v1.17.3")
             .secret_file("udm-admin-password", "ums-ldap-server-admin", "password")
             .secret_file(
@@ -655,10 +666,14 @@ impl World {
                 "pathStyle": true,
                 "accessKeyId": store.access_key_id,
                 "secretKeyFile": "objectstore-migrations-secret-key",
-            }))
-            .pre(action(EXPORT, self.export_config(json!({}))))
-            .post(action(IMPORT, self.import_config(json!({}))))
-            .to_yaml()
+            }));
+        for id in pre {
+            migration = migration.pre(action(id));
+        }
+        for id in post {
+            migration = migration.post(action(id));
+        }
+        migration.to_yaml()
     }
 
     /// The planning phase of `id` (as a dry run does).

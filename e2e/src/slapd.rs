@@ -191,6 +191,11 @@ impl Slapd {
         format!("ldap://127.0.0.1:{}", self.port)
     }
 
+    /// The loopback port of `ldap://` (for a proxy in front of it).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
     /// `ldaps://127.0.0.1:PORT` (with [`SlapdOptions::tls`]).
     pub fn ldaps_url(&self) -> String {
         match self.tls_port {

@@ -36,6 +36,9 @@ struct State {
     forwarded: Vec<Destructive>,
     hold_after: Option<usize>,
     holding: bool,
+    /// Bumped by [`WireProxy::drop_held`]: a connection holding a request when it changes
+    /// forwards nothing more.
+    drops: u64,
 }
 
 /// The proxy, serving until dropped.
@@ -119,6 +122,20 @@ impl WireProxy {
         self.release.notify_waiters();
     }
 
+    /// Drops the held requests instead of forwarding them: each connection holding one waits
+    /// (up to 5 s) until the server has answered the destructive requests it forwarded, then
+    /// closes both sides without forwarding anything more. For a killed client: what it sent
+    /// after the `k`-th never reaches the server, and what reached it was carried out. New
+    /// requests are not held.
+    pub fn drop_held(&self) {
+        let mut s = self.lock();
+        s.hold_after = None;
+        s.holding = false;
+        s.drops += 1;
+        drop(s);
+        self.release.notify_waiters();
+    }
+
     /// Every destructive request forwarded so far.
     pub fn forwarded(&self) -> Vec<Destructive> {
         self.lock().forwarded.clone()
@@ -151,10 +168,36 @@ async fn pump(
 ) {
     let (mut client_read, mut client_write) = client.into_split();
     let (mut server_read, mut server_write) = server.into_split();
+    // The server's answers to destructive requests on this connection (LDAP only: RESP
+    // replies do not say what they answer).
+    let answered = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = answered.clone();
     let answers = tokio::spawn(async move {
-        let _ = tokio::io::copy(&mut server_read, &mut client_write).await;
+        let mut pending = Vec::new();
+        let mut chunk = vec![0u8; 64 * 1024];
+        let mut client_gone = false;
+        loop {
+            let n = match server_read.read(&mut chunk).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            if wire == Wire::Ldap {
+                pending.extend_from_slice(&chunk[..n]);
+                while let Some(len) = frame_len(wire, &pending) {
+                    let frame: Vec<u8> = pending.drain(..len).collect();
+                    if ldap_change_response(&frame) {
+                        counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                }
+            }
+            // A killed client no longer reads; the answers are still counted.
+            if !client_gone && client_write.write_all(&chunk[..n]).await.is_err() {
+                client_gone = true;
+            }
+        }
         let _ = client_write.shutdown().await;
     });
+    let mut sent = 0usize;
     let mut buffer = Vec::new();
     let mut chunk = vec![0u8; 64 * 1024];
     'read: loop {
@@ -174,19 +217,40 @@ async fn pump(
                     .is_none_or(|m| !d.targets.iter().all(|t| t.contains(m)))
             });
             if let Some(d) = counted {
+                let mut held_at = None;
                 loop {
                     let notified = release.notified();
-                    {
+                    let dropped = {
                         let mut s = state
                             .lock()
                             .unwrap_or_else(std::sync::PoisonError::into_inner);
-                        match s.hold_after {
-                            Some(k) if s.forwarded.len() >= k => s.holding = true,
-                            _ => {
-                                s.forwarded.push(d.clone());
-                                break;
+                        if held_at.is_some_and(|drops| drops != s.drops) {
+                            true
+                        } else {
+                            match s.hold_after {
+                                Some(k) if s.forwarded.len() >= k => {
+                                    s.holding = true;
+                                    held_at = Some(s.drops);
+                                }
+                                _ => {
+                                    s.forwarded.push(d.clone());
+                                    sent += 1;
+                                    break;
+                                }
                             }
+                            false
                         }
+                    };
+                    if dropped {
+                        // Dropped: the forwarded ones answered, then nothing more.
+                        let until = tokio::time::Instant::now() + Duration::from_secs(5);
+                        while wire == Wire::Ldap
+                            && answered.load(std::sync::atomic::Ordering::SeqCst) < sent
+                            && tokio::time::Instant::now() < until
+                        {
+                            tokio::time::sleep(Duration::from_millis(5)).await;
+                        }
+                        break 'read;
                     }
                     notified.await;
                 }
@@ -198,6 +262,21 @@ async fn pump(
     }
     let _ = server_write.shutdown().await;
     let _ = answers.await;
+}
+
+/// Whether an LDAP message is the answer to a modify, add or delete request.
+fn ldap_change_response(frame: &[u8]) -> bool {
+    let Some((header, _)) = ber_element(frame) else {
+        return false;
+    };
+    let Some((id_header, id_len)) = frame.get(header..).and_then(ber_element) else {
+        return false;
+    };
+    // modifyResponse, addResponse, delResponse.
+    matches!(
+        frame.get(header + id_header + id_len),
+        Some(0x67 | 0x69 | 0x6b)
+    )
 }
 
 /// The length of the first complete frame in `buf`, if there is one.
@@ -353,5 +432,22 @@ mod tests {
         // A search is not destructive.
         let search = [0x30, 0x05, 0x02, 0x01, 0x04, 0x63, 0x00];
         assert_eq!(destructive(Wire::Ldap, &search), None);
+    }
+
+    #[test]
+    fn ldap_change_responses_are_told_from_other_answers() {
+        // messageID 2, modifyResponse success (resultCode 0, empty matchedDN and message).
+        let modified = [
+            0x30, 0x0c, 0x02, 0x01, 0x02, 0x67, 0x07, 0x0a, 0x01, 0x00, 0x04, 0x00, 0x04, 0x00,
+        ];
+        assert!(ldap_change_response(&modified));
+        let mut deleted = modified;
+        deleted[5] = 0x6b;
+        assert!(ldap_change_response(&deleted));
+        // searchResDone is not.
+        let mut done = modified;
+        done[5] = 0x65;
+        assert!(!ldap_change_response(&done));
+        assert!(!ldap_change_response(&[0x30]));
     }
 }

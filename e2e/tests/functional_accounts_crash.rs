@@ -9,6 +9,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::json;
+use stagehand_actions::action::RunIdentity;
 use stagehand_e2e::functional_accounts::{IMPORT, S3Fault, S3Rule, Seeded, World, small_fixture};
 use stagehand_simulators::http::FaultRule;
 
@@ -205,6 +206,102 @@ async fn each_soap_delete_fails_in_turn() {
             let stops = recover(&w, &seeded, &e).await;
             assert_eq!(stops, 1, "k={k}");
         }
+    }
+}
+
+/// The objects of the requests `w`'s simulators carried out: SOAP deletes (by mailbox) and UDM
+/// deletes (by path).
+fn deletes_carried_out(w: &World) -> Vec<String> {
+    let soap =
+        w.ox.requests().into_iter().filter(|r| {
+            r.op.as_deref() == Some("delete") && r.status.is_some() && r.fault.is_none()
+        });
+    let udm = w
+        .udm
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "DELETE" && r.status.is_some() && r.fault.is_none());
+    soap.map(|r| r.object.unwrap_or(r.path))
+        .chain(udm.map(|r| r.path))
+        .collect()
+}
+
+#[tokio::test]
+async fn the_run_that_wrote_the_handover_continues_it_another_run_stops() {
+    // A run (by uid) stops after the handover, one mailbox removed (then two, then every
+    // mailbox and two accounts): as when its operator is killed there. Another run finds the
+    // handover and stops; the same run, re-entered, removes what is left, nothing twice.
+    let cut = |k: u64| {
+        if k <= 3 {
+            FaultRule::path(SECONDARY).with_op("delete").from_nth(k)
+        } else {
+            FaultRule::prefix(FA_PATH).method("DELETE").from_nth(k - 3)
+        }
+    };
+    for k in [2, 3, 6] {
+        let (mut w, seeded) = seeded_world().await;
+        let run = RunIdentity {
+            release: "v1.18.0".into(),
+            name: Some("pre".into()),
+            uid: Some("run-uid-1".into()),
+            apply_follows: false,
+        };
+        w.ctx.run = run.clone();
+        let rule = cut(k).status(500);
+        if k <= 3 {
+            w.ox.faults().add(rule);
+        } else {
+            w.udm.faults().add(rule);
+        }
+        let e = w.export().await.unwrap_err().to_string();
+        assert!(
+            e.contains("is written and describes all 4 accounts"),
+            "k={k}: {e}"
+        );
+        w.ox.faults().clear();
+        w.udm.faults().clear();
+        let written = w.handover().expect("the handover");
+        assert_eq!(written.run_uid.as_deref(), Some("run-uid-1"));
+
+        // Another run of the same name (another uid) stops, changing nothing.
+        w.ctx.run.uid = Some("run-uid-2".into());
+        let before = deletes_carried_out(&w);
+        let stop = w.export().await.unwrap_err().to_string();
+        assert!(is_stop(&stop), "k={k}: {stop}");
+        assert_eq!(
+            deletes_carried_out(&w),
+            before,
+            "k={k}: the stop changed nothing"
+        );
+
+        // The run that wrote it, re-entered, finishes: each mailbox and account once.
+        w.ctx.run = run;
+        let summary = w.export().await.unwrap();
+        assert!(
+            summary.starts_with("continued the export this run began"),
+            "k={k}: {summary}"
+        );
+        let done = deletes_carried_out(&w);
+        let unique: std::collections::BTreeSet<&String> = done.iter().collect();
+        assert_eq!(
+            unique.len(),
+            done.len(),
+            "k={k}: a delete was sent twice: {done:?}"
+        );
+        assert_eq!(done.len(), 3 + 4, "k={k}: {done:?}");
+        assert!(w.functional_accounts().is_empty());
+        for (spec, _, _) in &seeded.accounts {
+            assert_eq!(w.ox_rows(&spec.mail), 0, "{} left in OX", spec.mail);
+        }
+        assert_eq!(w.ox_rows("other@example.org"), 1);
+        assert_eq!(
+            w.handover(),
+            Some(written),
+            "k={k}: the handover is not rewritten"
+        );
+        w.assert_every_account_described(&seeded);
+        w.import().await.unwrap();
+        w.assert_imported_exactly(&seeded);
     }
 }
 

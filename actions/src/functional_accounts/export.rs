@@ -16,11 +16,14 @@
 //! | --- | --- | --- |
 //! | none | some | write the handover (PUT, read back, compared), remove every account's OX secondary accounts per context (`OXSecondaryAccountService.delete` by primary address, for every user), delete the UDM objects, read every OX context and the IAM back |
 //! | none | none | write an empty handover, so part 2 finds one and creates nothing |
-//! | present | some | **stop** with instructions, changing nothing: an earlier run died part way |
+//! | present, written by this run | some, all described by it | **continue**: the run was re-entered after its operator died part way; remove the OX secondary accounts of the handover's accounts that are left, delete the remaining accounts from the IAM, read back |
+//! | present, written by another run | some | **stop** with instructions, changing nothing: an earlier run died part way |
 //! | present | none | repeat only the final read-back of OX against the handover |
 //!
-//! A handover is never rewritten with fewer accounts than it holds, and nothing is removed
-//! before the handover is durable.
+//! "This run" is the MigrationRun's uid, recorded in the handover (`runUid`): a run deleted and
+//! created again under its name is another run, and so is a run without a uid (the library
+//! called outside the operator). A handover is never rewritten with fewer accounts than it
+//! holds, and nothing is removed before the handover is durable.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -635,6 +638,15 @@ impl Config {
         let s = self.survey(c).await?;
         let key = self.key();
         match (&s.existing, s.accounts.is_empty()) {
+            (Some(existing), false) if continues(&c.run, existing, &s.accounts) => {
+                Ok(Outcome::new(format!(
+                    "the handover {key:?} in {} was written by this run ({}), which is re-entered: would remove what is left of its {} in OX App Suite and delete the {} still in the IAM, then read back",
+                    c.store.describe(),
+                    plural(existing.accounts.len(), "account"),
+                    plural(existing.accounts.len(), "account"),
+                    plural(s.accounts.len(), "Functional Account")
+                )))
+            }
             (Some(existing), false) => Err(self.stop(c, existing, &s.accounts)),
             (Some(existing), true) => Ok(Outcome::new(format!(
                 "no Functional Account is left in the IAM and the handover {key:?} in {} holds {} (written {}): would only read OX App Suite back to confirm that none of them is left; {}",
@@ -675,6 +687,7 @@ impl Config {
     ) -> OxFunctionalAccounts {
         let mut doc = OxFunctionalAccounts::new(run.release.clone(), now());
         doc.run.clone_from(&run.name);
+        doc.run_uid.clone_from(&run.uid);
         doc.ldap_base_dn = Some(self.ldap.base_dn.clone());
         let mut rows: BTreeMap<String, Vec<OxSecondaryAccount>> = BTreeMap::new();
         for c in ox {
@@ -813,6 +826,26 @@ impl Config {
         let s = self.survey(c).await?;
         let key = self.key();
         match (&s.existing, s.accounts.is_empty()) {
+            (Some(existing), false) if continues(&c.run, existing, &s.accounts) => {
+                tracing::info!(
+                    key,
+                    accounts = existing.accounts.len(),
+                    remaining = s.accounts.len(),
+                    "the handover was written by this run, which is re-entered: continuing the export"
+                );
+                let started = Instant::now();
+                let r = self.report(&existing.accounts, &s.ox);
+                self.remove(c, &existing.accounts, &s, started).await?;
+                Ok(Outcome::new(format!(
+                    "continued the export this run began: the handover {key:?} in {} holds {} (written {}); removed the {} left in OX App Suite ({}); deleted the {} left in the IAM; read back: none of them is left in OX App Suite or the IAM",
+                    c.store.describe(),
+                    plural(existing.accounts.len(), "account"),
+                    existing.recorded_at,
+                    mailboxes(r.mailbox_count()),
+                    r.describe_ox(),
+                    plural(s.accounts.len(), "Functional Account"),
+                )))
+            }
             (Some(existing), false) => Err(self.stop(c, existing, &s.accounts)),
             (Some(existing), true) => {
                 tracing::info!(
@@ -896,10 +929,42 @@ impl Config {
             "handover written and read back"
         );
         let total = s.accounts.len();
+        let (removed_ox, deleted_udm) = self.remove(c, &s.accounts, s, started).await?;
+        tracing::info!(
+            recorded_ms = recorded.as_millis() as u64,
+            ox_removed_ms = (removed_ox - recorded).as_millis() as u64,
+            udm_deleted_ms = (deleted_udm - removed_ox).as_millis() as u64,
+            read_back_ms = (started.elapsed() - deleted_udm).as_millis() as u64,
+            "Functional Accounts exported"
+        );
+        Ok(Outcome::new(format!(
+            "recorded {} in the handover {key:?} in {} ({}); removed {} in OX App Suite ({}); deleted the {} from the IAM; read back: none of them is left in OX App Suite or the IAM; {}",
+            plural(total, "Functional Account"),
+            c.store.describe(),
+            bytes(size),
+            mailboxes(r.mailbox_count()),
+            r.describe_ox(),
+            plural(total, "Functional Account"),
+            r.describe_users(),
+        )))
+    }
+
+    /// Steps 2 to 4 of the export, once the handover recording `recorded` is durable: removes
+    /// the OX secondary accounts of `recorded` that `s.ox` holds, deletes `s.objects` (the
+    /// accounts still in the IAM) and reads both back. Answers when the OX removal and the IAM
+    /// deletion ended, counted from `started`.
+    async fn remove(
+        &self,
+        c: &Clients,
+        recorded: &[FunctionalAccount],
+        s: &Survey,
+        started: Instant,
+    ) -> Result<(Duration, Duration), ActionError> {
+        let key = self.key();
+        let total = recorded.len();
 
         // 2. The OX secondary accounts, per context by primary address, for every user.
-        let wanted: BTreeSet<String> = s
-            .accounts
+        let wanted: BTreeSet<String> = recorded
             .iter()
             .map(|a| a.mail_primary_address.to_lowercase())
             .collect();
@@ -971,11 +1036,12 @@ impl Config {
             },
         )
         .await;
+        let remaining = s.objects.len();
         let note = format!(
             "every mailbox was removed in OX App Suite; {}",
             deleted.report(
-                total,
-                &plural(total, "Functional Account"),
+                remaining,
+                &plural(remaining, "Functional Account"),
                 "deleted from the IAM"
             )
         );
@@ -985,9 +1051,8 @@ impl Config {
         let deleted_udm = started.elapsed();
 
         // 4. Read back: OX, then the IAM.
-        self.read_back(&c.ox, &s.accounts).await?;
-        let gone: BTreeSet<String> = s
-            .accounts
+        self.read_back(&c.ox, recorded).await?;
+        let gone: BTreeSet<String> = recorded
             .iter()
             .map(|a| a.entry_uuid.to_lowercase())
             .collect();
@@ -1009,23 +1074,7 @@ impl Config {
                 short_list(&left)
             )));
         }
-        tracing::info!(
-            recorded_ms = recorded.as_millis() as u64,
-            ox_removed_ms = (removed_ox - recorded).as_millis() as u64,
-            udm_deleted_ms = (deleted_udm - removed_ox).as_millis() as u64,
-            read_back_ms = (started.elapsed() - deleted_udm).as_millis() as u64,
-            "Functional Accounts exported"
-        );
-        Ok(Outcome::new(format!(
-            "recorded {} in the handover {key:?} in {} ({}); removed {} in OX App Suite ({}); deleted the {} from the IAM; read back: none of them is left in OX App Suite or the IAM; {}",
-            plural(total, "Functional Account"),
-            c.store.describe(),
-            bytes(size),
-            mailboxes(r.mailbox_count()),
-            r.describe_ox(),
-            plural(total, "Functional Account"),
-            r.describe_users(),
-        )))
+        Ok((removed_ox, deleted_udm))
     }
 
     /// An error after the handover is durable, with what was done and what to do.
@@ -1040,6 +1089,29 @@ impl Config {
             },
         ))
     }
+}
+
+/// Whether the handover `existing` was written by the run `run` itself, which is re-entered
+/// (its operator died part way), and describes every Functional Account still in the IAM: then
+/// the run continues its export instead of stopping. The run is told by its uid; without one
+/// on either side it is another run.
+fn continues(
+    run: &RunIdentity,
+    existing: &OxFunctionalAccounts,
+    remaining: &[FunctionalAccount],
+) -> bool {
+    let same_run = run.uid.is_some() && existing.run_uid == run.uid;
+    let same_release = existing.release.is_empty() || existing.release == run.release;
+    let described: BTreeSet<String> = existing
+        .accounts
+        .iter()
+        .map(|a| a.entry_uuid.to_lowercase())
+        .collect();
+    same_run
+        && same_release
+        && remaining
+            .iter()
+            .all(|a| described.contains(&a.entry_uuid.to_lowercase()))
 }
 
 /// `1 mailbox`, `3 mailboxes`.
@@ -1163,6 +1235,66 @@ mod tests {
         assert_eq!(parent_of(r"cn=a\,b,cn=c,dc=x"), "cn=c,dc=x");
         assert_eq!(parent_of("dc=x"), "");
         assert!(now().ends_with('Z'), "{}", now());
+    }
+
+    fn account(uuid: &str) -> FunctionalAccount {
+        FunctionalAccount {
+            name: format!("fa {uuid}"),
+            display_name: None,
+            dn: format!("cn=fa {uuid},dc=x"),
+            position: "dc=x".into(),
+            entry_uuid: uuid.into(),
+            univention_object_identifier: None,
+            mail_primary_address: format!("{uuid}@example.org"),
+            ox_context: 1,
+            personal: None,
+            ox_quota: None,
+            users: Vec::new(),
+            groups: Vec::new(),
+            ox_secondary_accounts: Vec::new(),
+            udm_properties: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn only_the_run_that_wrote_the_handover_continues_it() {
+        let run = RunIdentity {
+            release: "v1.18.0".into(),
+            name: Some("pre".into()),
+            uid: Some("uid-1".into()),
+            apply_follows: false,
+        };
+        let mut doc = OxFunctionalAccounts::new("v1.18.0", "2026-12-02T10:00:00Z");
+        doc.run = Some("pre".into());
+        doc.run_uid = Some("uid-1".into());
+        doc.accounts = vec![account("a"), account("b")];
+        let left = [account("B")];
+        assert!(
+            continues(&run, &doc, &left),
+            "the same run, every account described"
+        );
+        // An account the handover does not describe (created since): stop.
+        assert!(!continues(&run, &doc, &[account("b"), account("c")]));
+        // Another run of the same name (deleted and created again): stop.
+        let other = RunIdentity {
+            uid: Some("uid-2".into()),
+            ..run.clone()
+        };
+        assert!(!continues(&other, &doc, &left));
+        // No uid on either side (the library outside the operator, an older handover): stop.
+        let no_uid = RunIdentity {
+            uid: None,
+            ..run.clone()
+        };
+        assert!(!continues(&no_uid, &doc, &left));
+        let mut old = doc.clone();
+        old.run_uid = None;
+        assert!(!continues(&run, &old, &left));
+        assert!(!continues(&no_uid, &old, &left));
+        // Another release's handover: stop.
+        let mut other_release = doc.clone();
+        other_release.release = "v1.19.0".into();
+        assert!(!continues(&run, &other_release, &left));
     }
 
     #[test]

@@ -58,6 +58,10 @@ pub struct OxFunctionalAccounts {
     /// The MigrationRun that wrote it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<String>,
+    /// That run's `metadata.uid`: the same run, re-entered after its operator died part way,
+    /// continues the export this handover describes (another run of the same name does not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_uid: Option<String>,
     /// The LDAP base the accounts were searched under.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ldap_base_dn: Option<String>,
@@ -179,6 +183,7 @@ impl OxFunctionalAccounts {
             release: release.into(),
             recorded_at: recorded_at.into(),
             run: None,
+            run_uid: None,
             ldap_base_dn: None,
             accounts: Vec::new(),
         }

@@ -77,6 +77,14 @@ pub trait Protocol: Send + Sync + 'static {
         None
     }
 
+    /// The object a changing request is for, as the request log records it (the kill matrix
+    /// counts changes per object): the OX user or group a `change` renames, the mailbox a
+    /// secondary account `delete` removes, the UDM object a `POST` creates. `None` (the
+    /// default): the path names it, or the request changes nothing.
+    fn object(&self, _request: &SimRequest) -> Option<String> {
+        None
+    }
+
     /// Answers a request (everything outside `/_sim/`).
     fn handle(&self, request: &SimRequest) -> Response;
 
@@ -405,6 +413,9 @@ pub struct LoggedRequest {
     pub path: String,
     /// The protocol operation, if any (the SOAP operation).
     pub op: Option<String>,
+    /// The object the request changes where its path does not name it ([`Protocol::object`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object: Option<String>,
     /// The status answered; `None` when no answer was sent (hang, drop).
     pub status: Option<u16>,
     /// The fault injected, if any: `status`, `hang`, `drop` or `delay`.
@@ -427,7 +438,7 @@ struct Shared<P> {
     shutdown: watch::Receiver<bool>,
 }
 
-impl<P> Shared<P> {
+impl<P: Protocol> Shared<P> {
     fn log(&self) -> MutexGuard<'_, RequestLog> {
         self.log
             .lock()
@@ -441,6 +452,7 @@ impl<P> Shared<P> {
         status: Option<u16>,
         fault: Option<&str>,
     ) {
+        let object = self.protocol.object(request);
         let mut log = self.log();
         log.next += 1;
         let seq = log.next;
@@ -449,6 +461,7 @@ impl<P> Shared<P> {
             method: request.method.to_string(),
             path: request.path.clone(),
             op,
+            object,
             status,
             fault: fault.map(str::to_string),
             user_agent: request

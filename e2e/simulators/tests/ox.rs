@@ -850,6 +850,17 @@ async fn fail_after_n_successful_renames() {
             ("listAll".to_string(), Some(200)),
         ]
     );
+    // And the object each change is for (a read names none).
+    let objects: Vec<Option<String>> = w.sim.requests().into_iter().map(|r| r.object).collect();
+    assert_eq!(
+        objects,
+        vec![
+            Some(format!("context 1 user {}", w.alice)),
+            Some(format!("context 1 user {}", w.bob)),
+            Some(format!("context 1 user {carol}")),
+            None,
+        ]
+    );
 
     // A rename whose answer is lost: done on the server, the client sees no answer.
     w.sim.faults().clear();

@@ -355,6 +355,7 @@ async fn pipeline(run: Arc<MigrationRun>, context: Arc<Context>) -> Result<Reque
         run: RunIdentity {
             release: migration.spec.release_version.clone(),
             name: r.run.metadata.name.clone(),
+            uid: r.run.metadata.uid.clone(),
             apply_follows: false,
         },
         stop: r.context.steering.stop.clone(),

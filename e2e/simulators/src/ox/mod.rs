@@ -730,6 +730,45 @@ fn operation_of(request: &SimRequest) -> Option<String> {
     (!op.is_empty()).then(|| op.to_string())
 }
 
+/// The object a changing call is for ([`Protocol::object`]): `context C user U` for a user's
+/// `change`, `context C group G` for a group's, `context C mailbox ADDRESS` for a secondary
+/// account `delete` (the address in lower case).
+fn object_of(request: &SimRequest) -> Option<String> {
+    let root = xml::parse(&request.body).ok()?;
+    let call = root.first(xml::SOAP_ENV, "Body")?.first_element()?;
+    let context = |param: &str| {
+        call.first(xml::TNS, param)
+            .and_then(|c| c.field_text("id"))
+            .map(|id| id.trim().to_string())
+    };
+    let field = |param: &str, name: &str| {
+        call.first(xml::TNS, param)
+            .and_then(|e| e.field_text(name))
+            .map(|v| v.trim().to_string())
+    };
+    match (Service::from_path(&request.path)?, call.name.as_str()) {
+        (Service::User, "change") => Some(format!(
+            "context {} user {}",
+            context("ctx")?,
+            field("usrdata", "id")?
+        )),
+        (Service::Group, "change") => Some(format!(
+            "context {} group {}",
+            context("ctx")?,
+            field("grp", "id")?
+        )),
+        (Service::SecondaryAccount, "delete") => Some(format!(
+            "context {} mailbox {}",
+            context("context")?,
+            call.first(xml::TNS, "primaryAddress")?
+                .text
+                .trim()
+                .to_lowercase()
+        )),
+        _ => None,
+    }
+}
+
 fn soap_xml(status: StatusCode, body: Vec<u8>) -> Response {
     (
         status,
@@ -745,6 +784,10 @@ fn soap_xml(status: StatusCode, body: Vec<u8>) -> Response {
 impl Protocol for OxSoap {
     fn operation(&self, request: &SimRequest) -> Option<String> {
         operation_of(request)
+    }
+
+    fn object(&self, request: &SimRequest) -> Option<String> {
+        object_of(request)
     }
 
     fn handle(&self, request: &SimRequest) -> Response {

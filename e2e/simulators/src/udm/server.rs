@@ -577,6 +577,21 @@ fn sanitize(
 // The protocol
 
 impl Protocol for Udm {
+    /// A `POST` creates an object the path does not name: `<module path> <name>`, the name
+    /// being its `name` or `username` property.
+    fn object(&self, request: &SimRequest) -> Option<String> {
+        if request.method != Method::POST {
+            return None;
+        }
+        let body: Value = serde_json::from_slice(&request.body).ok()?;
+        let properties = body.get("properties")?;
+        let name = properties
+            .get("name")
+            .or_else(|| properties.get("username"))?
+            .as_str()?;
+        Some(format!("{} {name}", request.path.trim_end_matches('/')))
+    }
+
     fn handle(&self, request: &SimRequest) -> Response {
         let config = self.config();
         let lang = negotiate(request, config.html_view_enabled);
