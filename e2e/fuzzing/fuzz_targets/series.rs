@@ -48,10 +48,17 @@ fn one(text: &str) {
     if let Ok(series) = Series::parse(text) {
         assert!((1..=3).contains(&series.precision()), "{text:?}");
         let printed = series.to_string();
-        assert_eq!(Series::parse(&printed), Ok(series), "{text:?} printed {printed:?}");
+        assert_eq!(
+            Series::parse(&printed),
+            Ok(series),
+            "{text:?} printed {printed:?}"
+        );
         let start = series.start();
         assert!(series.contains(&start), "{series} does not contain {start}");
-        assert!(series.covers_up_to(&start), "{series} does not cover {start}");
+        assert!(
+            series.covers_up_to(&start),
+            "{series} does not cover {start}"
+        );
         // A series is also a release, the series' start (`v1.18` is `v1.18.0`).
         assert_eq!(Release::parse(text), Ok(start), "{text:?}");
     }
