@@ -11,7 +11,7 @@ use stagehand_config::Needs;
 
 use crate::action::ActionConfig;
 use crate::action::{Action, ActionContext, ActionError, Outcome};
-use crate::clients::http::HttpApi;
+use crate::clients::http::{HttpApi, Response};
 use crate::shared_config::needs_secrets;
 
 /// The `secretFiles` name of the Provisioning API admin's password.
@@ -91,12 +91,21 @@ impl Config {
     /// The names of the subscriptions that exist, read as the admin: this is what proves the
     /// URL and the credential (a subscriber-only read of one subscription would not).
     async fn existing(&self, api: &HttpApi) -> Result<Vec<String>, ActionError> {
-        let what = "listing the subscriptions";
         let response = api
             .send(Method::GET, api.url(&["subscriptions"]), None)
             .await?;
+        self.read_listing(api, &response)
+    }
+
+    /// The answer to `GET /subscriptions`: the names of the subscriptions.
+    pub(crate) fn read_listing(
+        &self,
+        api: &HttpApi,
+        response: &Response,
+    ) -> Result<Vec<String>, ActionError> {
+        let what = "listing the subscriptions";
         if response.status != StatusCode::OK {
-            return Err(api.unexpected(what, &response, PASSWORD_FILE));
+            return Err(api.unexpected(what, response, PASSWORD_FILE));
         }
         let listed: Vec<Listed> = serde_json::from_str(&response.body).map_err(|e| {
             ActionError::Failed(format!(
@@ -155,22 +164,12 @@ impl Action for Config {
                     .send(Method::DELETE, api.url(&["subscriptions", name]), None)
                     .await
                     .map_err(|e| progress_error(e, &dropped))?;
-                match response.status {
-                    StatusCode::OK | StatusCode::NO_CONTENT => {
-                        tracing::info!(subscription = %name, "subscription dropped");
-                        dropped.push(name.as_str());
-                    }
-                    StatusCode::NOT_FOUND => {
-                        tracing::info!(subscription = %name, "subscription already gone");
-                        gone.push(name.as_str());
-                    }
-                    _ => {
-                        let what = format!("dropping the subscription {name:?}");
-                        return Err(progress_error(
-                            api.unexpected(&what, &response, PASSWORD_FILE),
-                            &dropped,
-                        ));
-                    }
+                if read_drop(&api, name, &response).map_err(|e| progress_error(e, &dropped))? {
+                    tracing::info!(subscription = %name, "subscription dropped");
+                    dropped.push(name.as_str());
+                } else {
+                    tracing::info!(subscription = %name, "subscription already gone");
+                    gone.push(name.as_str());
                 }
             }
             Ok(Outcome::new(summary(
@@ -209,6 +208,22 @@ fn stopped_progress(dropped: &[&str], gone: &[&str]) -> Option<String> {
         parts.push(format!("already gone: {}", gone.join(", ")));
     }
     Some(format!("{}; a rerun drops the rest", parts.join("; ")))
+}
+
+/// The answer to `DELETE /subscriptions/<name>`: `true` dropped, `false` already gone.
+pub(crate) fn read_drop(
+    api: &HttpApi,
+    name: &str,
+    response: &Response,
+) -> Result<bool, ActionError> {
+    match response.status {
+        StatusCode::OK | StatusCode::NO_CONTENT => Ok(true),
+        StatusCode::NOT_FOUND => Ok(false),
+        _ => {
+            let what = format!("dropping the subscription {name:?}");
+            Err(api.unexpected(&what, response, PASSWORD_FILE))
+        }
+    }
 }
 
 /// Adds what was already dropped to an error, so a rerun's report is not a surprise.

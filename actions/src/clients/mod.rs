@@ -8,7 +8,12 @@
 //! * [`udm`]: the UDM REST API;
 //! * [`s3`]: the object store the stages hand work over in;
 //! * [`redis`]: a Redis connection that scans and unlinks keys.
+//!
+//! `fuzzing` (hidden) hands the cargo-fuzz targets of `e2e/fuzzing` the readers of these
+//! clients' answers, so that they are fuzzed without a network.
 
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod http;
 pub mod ldap;
 pub mod ox;

@@ -703,7 +703,7 @@ fn normalize_endpoint(raw: &str) -> Result<String, HandoverError> {
 }
 
 /// `Code` and `Message` of an S3 XML error document, when the body is one.
-fn s3_error(body: &[u8]) -> (Option<String>, Option<String>) {
+pub(crate) fn s3_error(body: &[u8]) -> (Option<String>, Option<String>) {
     let text = String::from_utf8_lossy(body);
     let field = |tag: &str| -> Option<String> {
         let open = format!("<{tag}>");

@@ -389,7 +389,7 @@ impl Config {
     }
 
     /// The handover record of one Functional Account.
-    fn record(
+    pub(crate) fn record(
         &self,
         o: &UdmObject,
         users: &BTreeMap<String, Option<UdmObject>>,

@@ -14,7 +14,7 @@ pub mod direct;
 pub mod escape;
 pub mod exec;
 pub mod ldif;
-mod wire;
+pub(crate) mod wire;
 
 use std::collections::BTreeMap;
 use std::fmt;

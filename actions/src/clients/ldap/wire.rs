@@ -271,7 +271,7 @@ type Tlv<'a> = (u8, &'a [u8], usize);
 
 /// One TLV at the start of `buf`: `(tag, content, total length)`; `Ok(None)` when `buf`
 /// does not hold all of it yet.
-fn tlv(buf: &[u8]) -> Result<Option<Tlv<'_>>, String> {
+pub(crate) fn tlv(buf: &[u8]) -> Result<Option<Tlv<'_>>, String> {
     let (Some(&tag), Some(&first)) = (buf.first(), buf.get(1)) else {
         return Ok(None);
     };
@@ -325,7 +325,7 @@ pub(crate) struct Response {
 }
 
 /// Reads one complete `LDAPMessage` carrying an LDAPResult.
-fn parse_response(message: &[u8]) -> Result<Response, String> {
+pub(crate) fn parse_response(message: &[u8]) -> Result<Response, String> {
     let (tag, content, _) = inner(message)?;
     if tag != 0x30 {
         return Err(format!("expected an LDAPMessage, got tag 0x{tag:02x}"));

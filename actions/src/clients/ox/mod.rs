@@ -289,30 +289,7 @@ impl OxClient {
             .bytes()
             .await
             .map_err(|e| transport_error(&call, &url, &e))?;
-        match soap::read_answer(&bytes) {
-            Ok(Answer::Fault(fault)) => Err(OxError::Fault {
-                call,
-                url: url.to_string(),
-                fault,
-            }),
-            Ok(Answer::Returns(returns)) if status.is_success() => Ok(returns),
-            Ok(Answer::Returns(_)) | Err(_) if !status.is_success() => Err(OxError::Http {
-                call,
-                url: url.to_string(),
-                status: status.as_u16(),
-                body: one_line(&String::from_utf8_lossy(&bytes), 200),
-            }),
-            Ok(Answer::Returns(_)) => Err(OxError::Answer {
-                call,
-                url: url.to_string(),
-                message: format!("HTTP {status} with a SOAP answer"),
-            }),
-            Err(message) => Err(OxError::Answer {
-                call,
-                url: url.to_string(),
-                message,
-            }),
-        }
+        read_response(call, &url, status, &bytes)
     }
 
     fn answer_error(&self, service: Service, op: &str, message: String) -> OxError {
@@ -324,7 +301,7 @@ impl OxClient {
     }
 
     /// Reads the `<return>` elements as data objects.
-    fn objects<T>(
+    pub(crate) fn objects<T>(
         &self,
         service: Service,
         op: &str,
@@ -337,7 +314,7 @@ impl OxClient {
             .collect()
     }
 
-    fn one<T>(&self, service: Service, op: &str, mut all: Vec<T>) -> Result<T, OxError> {
+    pub(crate) fn one<T>(&self, service: Service, op: &str, mut all: Vec<T>) -> Result<T, OxError> {
         match all.len() {
             1 => all
                 .pop()
@@ -541,7 +518,14 @@ impl OxClient {
         }
         params.push(Param::Auth);
         let returns = self.call(s, op, &params).await?;
-        match returns.as_slice() {
+        self.read_deleted(&returns)
+    }
+
+    /// The `<return>` elements of `OXSecondaryAccountService.delete`: whether rows were
+    /// removed.
+    pub(crate) fn read_deleted(&self, returns: &[Element]) -> Result<bool, OxError> {
+        let (s, op) = (Service::SecondaryAccount, "delete");
+        match returns {
             [] => Ok(true),
             [one] => match one.text.trim() {
                 "true" | "1" => Ok(true),
@@ -561,7 +545,41 @@ impl OxClient {
     }
 }
 
-fn number(text: &str, what: &str) -> Result<u32, String> {
+/// The answer of `call` at `url` (HTTP `status`, the body `bytes`): its `<return>` elements,
+/// or the fault, HTTP error or malformed answer as an error.
+pub(crate) fn read_response(
+    call: String,
+    url: &Url,
+    status: reqwest::StatusCode,
+    bytes: &[u8],
+) -> Result<Vec<Element>, OxError> {
+    match soap::read_answer(bytes) {
+        Ok(Answer::Fault(fault)) => Err(OxError::Fault {
+            call,
+            url: url.to_string(),
+            fault,
+        }),
+        Ok(Answer::Returns(returns)) if status.is_success() => Ok(returns),
+        Ok(Answer::Returns(_)) | Err(_) if !status.is_success() => Err(OxError::Http {
+            call,
+            url: url.to_string(),
+            status: status.as_u16(),
+            body: one_line(&String::from_utf8_lossy(bytes), 200),
+        }),
+        Ok(Answer::Returns(_)) => Err(OxError::Answer {
+            call,
+            url: url.to_string(),
+            message: format!("HTTP {status} with a SOAP answer"),
+        }),
+        Err(message) => Err(OxError::Answer {
+            call,
+            url: url.to_string(),
+            message,
+        }),
+    }
+}
+
+pub(crate) fn number(text: &str, what: &str) -> Result<u32, String> {
     text.trim()
         .parse()
         .map_err(|_| format!("{what} {:?} is not a number", text.trim()))
@@ -578,14 +596,14 @@ fn required_id(e: &Element, what: &str) -> Result<u32, String> {
     }
 }
 
-fn read_context(e: &Element) -> Result<Context, String> {
+pub(crate) fn read_context(e: &Element) -> Result<Context, String> {
     Ok(Context {
         id: required_id(e, "context")?,
         name: opt_string(e, "name"),
     })
 }
 
-fn read_user(e: &Element) -> Result<User, String> {
+pub(crate) fn read_user(e: &Element) -> Result<User, String> {
     Ok(User {
         id: required_id(e, "user")?,
         name: opt_string(e, "name"),
@@ -594,7 +612,7 @@ fn read_user(e: &Element) -> Result<User, String> {
     })
 }
 
-fn read_group(e: &Element) -> Result<Group, String> {
+pub(crate) fn read_group(e: &Element) -> Result<Group, String> {
     Ok(Group {
         id: required_id(e, "group")?,
         name: opt_string(e, "name"),
@@ -606,7 +624,7 @@ fn read_group(e: &Element) -> Result<Group, String> {
     })
 }
 
-fn read_account(e: &Element) -> Result<SecondaryAccount, String> {
+pub(crate) fn read_account(e: &Element) -> Result<SecondaryAccount, String> {
     let opt_number = |field: &str| -> Result<Option<u32>, String> {
         e.field(field)
             .map(|t| number(t, &format!("the account's {field}")))

@@ -493,16 +493,21 @@ impl UdmClient {
         let url = self.api.url(&[""]);
         let what = format!("checking access (GET {url})");
         let response = self.call(Method::GET, url, &[], None, &what).await?;
+        self.read_access(&what, &response)
+    }
+
+    /// The answer to [`UdmClient::check_access`]'s request `what`.
+    pub(crate) fn read_access(&self, what: &str, response: &FullResponse) -> Result<(), UdmError> {
         match response.status {
             StatusCode::OK => {
                 serde_json::from_str::<Value>(&response.body).map_err(|e| UdmError::Malformed {
-                    what: what.clone(),
+                    what: what.to_string(),
                     expected: "JSON",
                     detail: format!("{e}; the start of the answer: {}", start(&response.body)),
                 })?;
                 Ok(())
             }
-            _ => Err(self.failure(&what, &response)),
+            _ => Err(self.failure(what, response)),
         }
     }
 
@@ -548,12 +553,22 @@ impl UdmClient {
         }
         let what = format!("searching {module} (GET {url})");
         let response = self.call(Method::GET, url, &[], None, &what).await?;
+        self.read_search(module, &what, &response)
+    }
+
+    /// The answer to a search of `module` (the request `what`).
+    pub(crate) fn read_search(
+        &self,
+        module: &str,
+        what: &str,
+        response: &FullResponse,
+    ) -> Result<Vec<UdmObject>, UdmError> {
         if response.status != StatusCode::OK {
-            return Err(self.failure(&what, &response));
+            return Err(self.failure(what, response));
         }
         let value: Value =
             serde_json::from_str(&response.body).map_err(|e| UdmError::Malformed {
-                what: what.clone(),
+                what: what.to_string(),
                 expected: "a JSON search result",
                 detail: format!("{e}; the start of the answer: {}", start(&response.body)),
             })?;
@@ -562,13 +577,13 @@ impl UdmClient {
             return Ok(Vec::new());
         };
         let entries = entries.as_array().ok_or_else(|| UdmError::Malformed {
-            what: what.clone(),
+            what: what.to_string(),
             expected: "a list of objects in _embedded[\"udm:object\"]",
             detail: start(&entries.to_string()),
         })?;
         entries
             .iter()
-            .map(|entry| self.object_from(entry, module, None, &what))
+            .map(|entry| self.object_from(entry, module, None, what))
             .collect()
     }
 
@@ -577,19 +592,28 @@ impl UdmClient {
         let url = self.checked_url(uri)?;
         let what = format!("reading GET {url}");
         let response = self.call(Method::GET, url, &[], None, &what).await?;
+        self.read_object(&what, &response)
+    }
+
+    /// The answer to a read of one object (the request `what`).
+    pub(crate) fn read_object(
+        &self,
+        what: &str,
+        response: &FullResponse,
+    ) -> Result<Option<UdmObject>, UdmError> {
         match response.status {
             StatusCode::OK => {
                 let value: Value =
                     serde_json::from_str(&response.body).map_err(|e| UdmError::Malformed {
-                        what: what.clone(),
+                        what: what.to_string(),
                         expected: "a JSON object",
                         detail: format!("{e}; the start of the answer: {}", start(&response.body)),
                     })?;
-                let etag = header(&response, "etag");
-                self.object_from(&value, "", etag, &what).map(Some)
+                let etag = header(response, "etag");
+                self.object_from(&value, "", etag, what).map(Some)
             }
             StatusCode::NOT_FOUND => Ok(None),
-            _ => Err(self.failure(&what, &response)),
+            _ => Err(self.failure(what, response)),
         }
     }
 
@@ -615,19 +639,29 @@ impl UdmClient {
         let response = self
             .call(Method::POST, url, &[], Some(&body), &what)
             .await?;
+        self.read_created(module, &what, &response)
+    }
+
+    /// The answer to a create of a `module` object (the request `what`).
+    pub(crate) fn read_created(
+        &self,
+        module: &str,
+        what: &str,
+        response: &FullResponse,
+    ) -> Result<CreatedObject, UdmError> {
         if response.status != StatusCode::CREATED {
-            return Err(self.failure(&what, &response));
+            return Err(self.failure(what, response));
         }
         let value: Value =
             serde_json::from_str(&response.body).map_err(|e| UdmError::Malformed {
-                what: what.clone(),
+                what: what.to_string(),
                 expected: "JSON with the new object's dn",
                 detail: format!("{e}; the start of the answer: {}", start(&response.body)),
             })?;
         let dn = value["dn"]
             .as_str()
             .ok_or_else(|| UdmError::Malformed {
-                what: what.clone(),
+                what: what.to_string(),
                 expected: "JSON with the new object's dn",
                 detail: start(&response.body),
             })?
@@ -635,8 +669,8 @@ impl UdmClient {
         Ok(CreatedObject {
             uri: self.object_url(module, &dn),
             uuid: value["uuid"].as_str().map(str::to_string),
-            location: header(&response, "location"),
-            etag: header(&response, "etag"),
+            location: header(response, "location"),
+            etag: header(response, "etag"),
             dn,
         })
     }
@@ -657,9 +691,18 @@ impl UdmClient {
         let response = self
             .call(Method::PATCH, url, &headers, Some(&body), &what)
             .await?;
+        self.read_modified(&what, &response)
+    }
+
+    /// The answer to a modify (the request `what`): the new entity tag, if any.
+    pub(crate) fn read_modified(
+        &self,
+        what: &str,
+        response: &FullResponse,
+    ) -> Result<Option<String>, UdmError> {
         match response.status {
-            StatusCode::NO_CONTENT | StatusCode::OK => Ok(header(&response, "etag")),
-            _ => Err(self.failure(&what, &response)),
+            StatusCode::NO_CONTENT | StatusCode::OK => Ok(header(response, "etag")),
+            _ => Err(self.failure(what, response)),
         }
     }
 
@@ -673,10 +716,19 @@ impl UdmClient {
         let response = self
             .call(Method::DELETE, url, &headers, None, &what)
             .await?;
+        self.read_deleted(&what, &response)
+    }
+
+    /// The answer to a delete (the request `what`): whether the object was there.
+    pub(crate) fn read_deleted(
+        &self,
+        what: &str,
+        response: &FullResponse,
+    ) -> Result<bool, UdmError> {
         match response.status {
             StatusCode::NO_CONTENT | StatusCode::OK => Ok(true),
             StatusCode::NOT_FOUND => Ok(false),
-            _ => Err(self.failure(&what, &response)),
+            _ => Err(self.failure(what, response)),
         }
     }
 
@@ -720,16 +772,7 @@ impl UdmClient {
             if response.status != StatusCode::SERVICE_UNAVAILABLE {
                 return Ok(response);
             }
-            if attempts > self.max_retries {
-                return Err(UdmError::Unavailable {
-                    what: what.to_string(),
-                    attempts,
-                    server: ServerMessage::parse(&response.body),
-                });
-            }
-            let wait = retry_after(&response)
-                .unwrap_or(Duration::from_secs(1))
-                .min(self.max_retry_delay);
+            let wait = self.retry_wait(what, attempts, &response)?;
             tracing::warn!(
                 request = what,
                 attempt = attempts,
@@ -738,6 +781,26 @@ impl UdmClient {
             );
             tokio::time::sleep(wait).await;
         }
+    }
+
+    /// How long to wait before trying again after the `attempts`-th answer `503` to the
+    /// request `what`; the error once the retries are used up.
+    pub(crate) fn retry_wait(
+        &self,
+        what: &str,
+        attempts: u32,
+        response: &FullResponse,
+    ) -> Result<Duration, UdmError> {
+        if attempts > self.max_retries {
+            return Err(UdmError::Unavailable {
+                what: what.to_string(),
+                attempts,
+                server: ServerMessage::parse(&response.body),
+            });
+        }
+        Ok(retry_after(response)
+            .unwrap_or(Duration::from_secs(1))
+            .min(self.max_retry_delay))
     }
 
     /// The error for an answer the caller did not expect.
