@@ -157,8 +157,12 @@ impl PartialOrd for Release {
 }
 
 impl Ord for Release {
+    /// Semver precedence; releases of equal precedence that differ only in build metadata
+    /// (`v1.18.0+a`, `v1.18.0+b`) are ordered by it, so that `Ord` agrees with `Eq`.
     fn cmp(&self, other: &Self) -> Ordering {
-        self.0.cmp_precedence(&other.0)
+        self.0
+            .cmp_precedence(&other.0)
+            .then_with(|| self.0.build.cmp(&other.0.build))
     }
 }
 
@@ -193,6 +197,16 @@ impl Window {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn ordering_agrees_with_equality_also_for_build_metadata() {
+        let a = Release::parse("v1.18.0+a").unwrap();
+        let b = Release::parse("v1.18.0+b").unwrap();
+        assert_ne!(a, b);
+        assert_ne!(a.cmp(&b), Ordering::Equal);
+        assert!(Release::parse("v1.18.0").unwrap() < Release::parse("v1.18.1+a").unwrap());
+        assert_eq!(a.cmp(&a.clone()), Ordering::Equal);
+    }
+
     use super::*;
     use proptest::prelude::*;
 

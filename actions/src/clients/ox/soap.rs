@@ -215,6 +215,10 @@ impl Element {
     }
 }
 
+/// How deep an answer's elements may nest. OX's answers nest less than ten deep; a deeper one
+/// is refused before its tree (built and dropped recursively) could exhaust a worker's stack.
+pub const MAX_DEPTH: usize = 64;
+
 /// Parses a document into its root element.
 pub fn parse(xml: &[u8]) -> Result<Element, String> {
     let text = std::str::from_utf8(xml).map_err(|e| format!("the answer is not UTF-8: {e}"))?;
@@ -237,7 +241,14 @@ pub fn parse(xml: &[u8]) -> Result<Element, String> {
             }
         };
         match event {
-            Event::Start(start) => stack.push(open(&reader, &start, ns)?),
+            Event::Start(start) => {
+                if stack.len() >= MAX_DEPTH {
+                    return Err(format!(
+                        "elements nested more than {MAX_DEPTH} deep after byte {position}"
+                    ));
+                }
+                stack.push(open(&reader, &start, ns)?);
+            }
             Event::Empty(start) => {
                 let element = open(&reader, &start, ns)?;
                 attach(&mut stack, &mut root, element)?;
@@ -438,6 +449,15 @@ pub fn read_answer(xml: &[u8]) -> Result<Answer, String> {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_answer_nested_deeper_than_any_ox_answer_is_refused_not_built() {
+        let nested = |n: usize| format!("{}x{}", "<a>".repeat(n), "</a>".repeat(n));
+        assert!(parse(nested(MAX_DEPTH).as_bytes()).is_ok());
+        // 200,000 deep: built and dropped recursively, this tree would overflow the stack.
+        let err = parse(nested(200_000).as_bytes()).unwrap_err();
+        assert!(err.contains("nested more than 64 deep"), "{err}");
+    }
 
     #[test]
     fn envelopes_escape_every_value_and_parse_back() {
