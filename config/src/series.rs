@@ -198,6 +198,7 @@ impl Window {
 #[cfg(test)]
 mod tests {
     #[test]
+    #[allow(clippy::unwrap_used)]
     fn ordering_agrees_with_equality_also_for_build_metadata() {
         let a = Release::parse("v1.18.0+a").unwrap();
         let b = Release::parse("v1.18.0+b").unwrap();
