@@ -68,6 +68,8 @@ impl std::fmt::Debug for Trip {
 struct Shared {
     log: Vec<Seen>,
     trip: Option<Trip>,
+    /// How late watch events reach the operator ([`KubeProxy::lag_watches`]).
+    watch_lag: std::time::Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -181,6 +183,14 @@ impl KubeProxy {
         self.lock().trip.as_ref().and_then(|t| t.fired.clone())
     }
 
+    /// Hands every chunk of a watch's answer (a request with `watch=true`) to the operator
+    /// `lag` after the API server sent it, in order; other requests are not delayed. The
+    /// operator's view then trails what it wrote by `lag`, as with a slow or loaded API
+    /// server: a reconcile woken by an older event reads an older copy of its object.
+    pub fn lag_watches(&self, lag: std::time::Duration) {
+        self.lock().watch_lag = lag;
+    }
+
     /// Disarms the trip.
     pub fn disarm(&self) {
         self.lock().trip = None;
@@ -267,12 +277,56 @@ async fn forward(State(up): State<Upstream>, request: Request) -> Response {
             Err(e) => Some((Err(e), a)),
         }
     });
+    let lag = up.lock().watch_lag;
+    let watch = seen_path_is_watch(&parts.uri);
+    let body = if watch && !lag.is_zero() {
+        Body::from_stream(lagged(chunks, lag))
+    } else {
+        Body::from_stream(chunks)
+    };
     response
-        .body(Body::from_stream(chunks))
+        .body(body)
         .unwrap_or_else(|e| plain(500, format!("proxy: {e}")))
 }
 
+fn seen_path_is_watch(uri: &axum::http::Uri) -> bool {
+    uri.query()
+        .is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"))
+}
+
+/// `chunks`, each handed on `lag` after it arrived (a constant delay, not one that adds up:
+/// a reader task stamps the chunks as they come).
+fn lagged<S>(
+    chunks: S,
+    lag: std::time::Duration,
+) -> impl futures::Stream<Item = Result<Bytes, reqwest::Error>>
+where
+    S: futures::Stream<Item = Result<Bytes, reqwest::Error>> + Send + 'static,
+{
+    use futures::StreamExt;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut chunks = std::pin::pin!(chunks);
+        while let Some(chunk) = chunks.next().await {
+            if tx.send((tokio::time::Instant::now() + lag, chunk)).is_err() {
+                break;
+            }
+        }
+    });
+    futures::stream::unfold(rx, |mut rx| async move {
+        let (due, chunk) = rx.recv().await?;
+        tokio::time::sleep_until(due).await;
+        Some((chunk, rx))
+    })
+}
+
 impl Upstream {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
+        self.shared
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Logs a forwarded request; `true` when it fired the trip (the operator was killed).
     fn record(&self, seen: Seen) -> bool {
         let mut shared = self

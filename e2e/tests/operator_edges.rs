@@ -9,6 +9,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use stagehand_e2e::kube_proxy::KubeProxy;
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
     OperatorProcess, TestNamespace, apply, client, condition, first_action_started, get, hold_pod,
@@ -211,6 +212,159 @@ fn ready(run: &Value) -> Option<&Value> {
         .find(|c| c["type"] == "Ready")
 }
 
+/// The runs named `burst-{from:04}` up to `to` (excluded) of Migration `burst`, created in
+/// that order (`kubectl create` of a List creates its items one after the other).
+fn create_burst(ns: &str, from: usize, to: usize) {
+    let items: Vec<Value> = (from..to)
+        .map(|i| {
+            MigrationRun::new(ns, &format!("burst-{i:04}"), "pre")
+                .of("burst")
+                .to_value()
+        })
+        .collect();
+    create(
+        &serde_json::to_string(&json!({"apiVersion": "v1", "kind": "List", "items": items}))
+            .unwrap(),
+    );
+}
+
+/// Checks that the runs of `burst` (sorted by name: their creation order) ran one at a time
+/// in that order: each started after the one before it finished.
+fn assert_one_at_a_time(mut burst: Vec<Value>) {
+    burst.sort_by(|a, b| {
+        a["metadata"]["name"]
+            .as_str()
+            .cmp(&b["metadata"]["name"].as_str())
+    });
+    for pair in burst.windows(2) {
+        assert!(
+            status_time(&pair[1], "startTime") >= status_time(&pair[0], "completionTime"),
+            "one at a time, in creation order: {} started ({}) before {} finished ({})",
+            pair[1]["metadata"]["name"],
+            pair[1]["status"]["startTime"],
+            pair[0]["metadata"]["name"],
+            pair[0]["status"]["completionTime"],
+        );
+    }
+}
+
+/// Runs of one Migration that the operator finds when it starts (its first list) and runs
+/// created while it works (its watch) run one at a time in creation order, and each ends
+/// once. A run is never decided from a list that is not complete yet (it would not see the
+/// runs ahead of it), nor from a copy of itself older than what the operator already wrote
+/// (a finished run would be ended again, and its `completionTime` moved past the next run's
+/// start): one "run succeeded" per run in the operator's log.
+#[tokio::test]
+async fn listed_and_watched_runs_go_one_at_a_time_and_end_once() {
+    const LISTED: usize = 40;
+    const N: usize = 80;
+    let client = client().await;
+    install_crds();
+    let ns = TestNamespace::new(&client, "edge-order").await;
+    apply(
+        &Migration::new(&ns.name)
+            .name("burst")
+            .run_history_limit(N as u32)
+            .to_yaml(),
+    );
+    create_burst(&ns.name, 0, LISTED);
+    let operator = OperatorProcess::start(&ns.name);
+    create_burst(&ns.name, LISTED, N);
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let burst = loop {
+        let burst = runs(&ns.name);
+        let done = burst
+            .iter()
+            .filter(|r| ready(r).is_some_and(|c| c["status"] == "True"))
+            .count();
+        if done == N {
+            break burst;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{done} of {N} runs Ready after 300 s"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    };
+    assert_eq!(burst.len(), N);
+    assert_one_at_a_time(burst);
+    for (name, ended) in times_ended(&operator.logs(), N) {
+        assert_eq!(ended, 1, "{name} ended {ended} times");
+    }
+}
+
+/// How many times the operator's log says each of the runs `burst-0000`.. ended.
+fn times_ended(logs: &str, n: usize) -> Vec<(String, usize)> {
+    (0..n)
+        .map(|i| {
+            let name = format!("burst-{i:04}");
+            let field = format!("\"run\":\"{name}\"");
+            let ended = logs
+                .lines()
+                .filter(|l| l.contains("\"message\":\"run succeeded\"") && l.contains(&field))
+                .count();
+            (name, ended)
+        })
+        .collect()
+}
+
+/// The operator's watch trails its own writes by a second (a proxy delays every watch
+/// answer): the event of a run's `planned` write wakes a reconcile after the run has ended,
+/// and that reconcile reads the older copy. It changes nothing: its first write, conditional
+/// on the version it read, is refused (409), and the run is not ended a second time (nor its
+/// `completionTime` moved past the next run's start).
+#[tokio::test]
+async fn a_reconcile_of_an_old_copy_changes_nothing() {
+    const N: usize = 6;
+    let client = client().await;
+    install_crds();
+    let ns = TestNamespace::new(&client, "edge-stale").await;
+    apply(
+        &Migration::new(&ns.name)
+            .name("burst")
+            .run_history_limit(N as u32)
+            .to_yaml(),
+    );
+    let proxy = KubeProxy::start().await;
+    proxy.lag_watches(Duration::from_secs(1));
+    let operator = OperatorProcess::start_with(&ns.name, proxy.kubeconfig(), &[]);
+    create_burst(&ns.name, 0, N);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let burst = loop {
+        let burst = runs(&ns.name);
+        if burst.len() == N
+            && burst
+                .iter()
+                .all(|r| ready(r).is_some_and(|c| c["status"] == "True"))
+        {
+            break burst;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not all {N} runs Ready after 120 s"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    // The stale reconciles come a second after each end: let the last one's come.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for (name, ended) in times_ended(&operator.logs(), N) {
+        assert_eq!(ended, 1, "{name} ended {ended} times");
+    }
+    assert_one_at_a_time(burst);
+    let refused = proxy
+        .log()
+        .iter()
+        .filter(|s| {
+            s.method == "PATCH" && s.path.contains("/migrationruns/burst-") && s.status == 409
+        })
+        .count();
+    assert!(
+        refused >= 1,
+        "no write from an old copy was refused: the watch did not trail"
+    );
+    eprintln!("{refused} writes from an old copy refused");
+}
+
 /// 1,000 runs of one Migration created at once: each gets a condition (waiting ones name the
 /// run ahead of them), they run one at a time in creation order, and all succeed; another
 /// Migration's run, created after them, goes Ready long before the last of them.
@@ -233,18 +387,8 @@ async fn a_thousand_runs_of_one_migration_created_at_once() {
             .run_history_limit(N as u32)
             .to_yaml(),
     );
-    let items: Vec<Value> = (0..N)
-        .map(|i| {
-            MigrationRun::new(&ns.name, &format!("burst-{i:04}"), "pre")
-                .of("burst")
-                .to_value()
-        })
-        .collect();
     let begun = Instant::now();
-    create(
-        &serde_json::to_string(&json!({"apiVersion": "v1", "kind": "List", "items": items}))
-            .unwrap(),
-    );
+    create_burst(&ns.name, 0, N);
     eprintln!("created {N} runs in {:?}", begun.elapsed());
     other_run(&ns.name);
     wait_up_to(
@@ -293,21 +437,12 @@ async fn a_thousand_runs_of_one_migration_created_at_once() {
             .count();
         if done == N {
             eprintln!("all {N} Ready after {:?}", begun.elapsed());
-            let mut burst = burst;
-            burst.sort_by(|a, b| {
-                a["metadata"]["name"]
-                    .as_str()
-                    .cmp(&b["metadata"]["name"].as_str())
-            });
-            for pair in burst.windows(2) {
-                assert!(
-                    status_time(&pair[1], "startTime") >= status_time(&pair[0], "completionTime"),
-                    "one at a time, in creation order: {} started before {} finished",
-                    pair[1]["metadata"]["name"],
-                    pair[0]["metadata"]["name"]
-                );
-            }
-            let last = status_time(&burst[N - 1], "completionTime");
+            let last = burst
+                .iter()
+                .map(|r| status_time(r, "completionTime"))
+                .max()
+                .unwrap();
+            assert_one_at_a_time(burst);
             assert!(
                 other_done < last,
                 "the other Migration's run was served while the burst went on"

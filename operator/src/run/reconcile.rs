@@ -22,7 +22,7 @@ use stagehand_actions::instantiate;
 use stagehand_config::{Declarations, Footprint, Plan, Reason, Stage, plan_stage};
 use stagehand_crds::unversioned::{ActionDecision, ActionStatus, HistoryEntry, MigrationRunStatus};
 use stagehand_crds::{Migration, MigrationRun};
-use tracing::{Instrument, info, info_span, warn};
+use tracing::{Instrument, debug, info, info_span, warn};
 
 use super::approval;
 use super::assess::{Assessment, assess};
@@ -81,12 +81,27 @@ struct Reconcile {
     status: MigrationRunStatus,
     /// The Migration's `spec.runHistoryLimit`, once read.
     run_history_limit: Option<u32>,
+    /// The run's resourceVersion this reconcile started from, until a write under it as a
+    /// precondition proved it the newest ([`Reconcile::write_before_change`]).
+    unconfirmed_version: Option<String>,
 }
 
 impl Reconcile {
     /// Writes the run's status in `phase` (conditions derived from it). A replica that lost
     /// its leadership writes nothing ([`Error::Deposed`]).
     async fn write(&mut self, phase: &Phase) -> Result<(), Error> {
+        self.write_with(phase, false).await
+    }
+
+    /// Writes the run's status before a change to the systems: like [`Reconcile::write`], but
+    /// sent even when nothing in it changed while this reconcile has not yet proven (by a
+    /// write under the resourceVersion it read) that it decides from the run's newest
+    /// version.
+    async fn write_before_change(&mut self, phase: &Phase) -> Result<(), Error> {
+        self.write_with(phase, true).await
+    }
+
+    async fn write_with(&mut self, phase: &Phase, before_change: bool) -> Result<(), Error> {
         if self.context.steering.is_deposed() {
             return Err(Error::Deposed);
         }
@@ -126,8 +141,13 @@ impl Reconcile {
                 .run_finished(&phase.reason().to_ascii_lowercase());
         }
         // A run woken again with nothing new costs no request.
-        if finishing || run.status.as_ref() != Some(&*status) {
-            apply_run_status(&self.runs, &run.name_any(), status).await?;
+        let confirm = before_change && self.unconfirmed_version.is_some();
+        if finishing || confirm || run.status.as_ref() != Some(&*status) {
+            // The first write of a reconcile is conditional on the version it started from:
+            // a copy older than what this operator already wrote (a finished run, an action
+            // already done) is refused before it ends the run twice or applies anything.
+            let precondition = self.unconfirmed_version.take();
+            apply_run_status(&self.runs, &run.name_any(), status, precondition.as_deref()).await?;
         }
         if finishing {
             let namespace = run.namespace().unwrap_or_default();
@@ -226,8 +246,21 @@ pub async fn reconcile(run: Arc<MigrationRun>, context: Arc<Context>) -> Result<
         namespace = %run.namespace().unwrap_or_default(),
         stage = %run.spec.stage,
     );
-    pipeline(run, context).instrument(span).await
+    match pipeline(run, context).instrument(span.clone()).await {
+        // Decided from an old copy: nothing was changed; the newer copy decides again.
+        Err(Error::Status(e @ StatusError::Stale(_))) => {
+            span.in_scope(
+                || debug!(reason = %e, "reconciling again from the run's newest version"),
+            );
+            Ok(Requeue::requeue(STALE_RETRY))
+        }
+        result => result,
+    }
 }
+
+/// How soon a reconcile that started from an old copy of its run runs again (by then the
+/// watch has delivered the newer one, which wakes it anyway).
+const STALE_RETRY: Duration = Duration::from_millis(200);
 
 async fn pipeline(run: Arc<MigrationRun>, context: Arc<Context>) -> Result<Requeue, Error> {
     let namespace = run.namespace().unwrap_or_default();
@@ -236,6 +269,7 @@ async fn pipeline(run: Arc<MigrationRun>, context: Arc<Context>) -> Result<Reque
         migrations: Api::namespaced(context.client.clone(), &namespace),
         status: run.status.clone().unwrap_or_default(),
         run_history_limit: None,
+        unconfirmed_version: run.metadata.resource_version.clone(),
         context,
         run,
     };
@@ -595,7 +629,8 @@ async fn execute(
     if r.status.actions[i].start_time.is_none() {
         r.status.actions[i].start_time = Some(now());
     }
-    r.write(&Phase::Running(p.label.clone())).await?;
+    r.write_before_change(&Phase::Running(p.label.clone()))
+        .await?;
     r.event(EventType::Normal, "Started", p.label.clone()).await;
     info!(dry_run = dry, "action started");
     let started = std::time::Instant::now();

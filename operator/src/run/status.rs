@@ -26,31 +26,46 @@ pub enum StatusError {
     /// The Migration kept changing under us.
     #[error("the status of Migration {0} kept changing; will retry")]
     Contended(String),
+    /// The run changed since the version a reconcile started from: that reconcile decided
+    /// from an old copy (the watch had not delivered the newer one yet) and must start again.
+    #[error("MigrationRun {0} changed since this reconcile read it; reconciling it again")]
+    Stale(String),
 }
 
-/// Applies a run's whole status.
+/// Applies a run's whole status; with `precondition`, only if the run is still at that
+/// resourceVersion ([`StatusError::Stale`] if not).
 pub async fn apply_run_status(
     api: &Api<MigrationRun>,
     name: &str,
     status: &MigrationRunStatus,
+    precondition: Option<&str>,
 ) -> Result<(), StatusError> {
-    let patch = json!({
+    let mut patch = json!({
         "apiVersion": MigrationRun::api_version(&()),
         "kind": MigrationRun::kind(&()),
         "status": status,
     });
-    api.patch_status(
-        name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await
-    .map(drop)
-    .map_err(|source| StatusError::Write {
-        kind: "MigrationRun",
-        name: name.to_string(),
-        source,
-    })
+    if let Some(version) = precondition {
+        patch["metadata"] = json!({"resourceVersion": version});
+    }
+    match api
+        .patch_status(
+            name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 && precondition.is_some() => {
+            Err(StatusError::Stale(name.to_string()))
+        }
+        Err(source) => Err(StatusError::Write {
+            kind: "MigrationRun",
+            name: name.to_string(),
+            source,
+        }),
+    }
 }
 
 /// Reads the Migration, lets `change` edit its status, and applies it with the
