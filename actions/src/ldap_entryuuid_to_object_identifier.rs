@@ -20,9 +20,10 @@ use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use stagehand_config::{ConfigIssue, Needs};
+use tracing::info;
 
 use crate::action::ActionConfig;
-use crate::action::{Action, ActionContext, ActionError, Outcome};
+use crate::action::{Action, ActionContext, ActionError, Outcome, StopSignal};
 use crate::clients::ldap::direct::{DirectDirectory, DirectSettings};
 use crate::clients::ldap::exec::{ExecDirectory, KubeExec, POD_LDAPI_URL};
 use crate::clients::ldap::{Directory, Entry, LdapError, Refused, Replace};
@@ -252,6 +253,19 @@ impl Config {
     /// The apply phase on a given directory: sets the differing identifiers, reads back, fails
     /// naming what still differs. With `dryRun` it only plans.
     pub async fn apply_on(&self, dir: &dyn Directory) -> Result<Outcome, ActionError> {
+        self.apply_until(dir, &StopSignal::never()).await
+    }
+
+    /// [`Config::apply_on`], stopping at its safe points when `stop` asks: before the search
+    /// and its changes start, and after them, before the read-back. The changes are one
+    /// batch (one `ldapmodify` in the pod, or one connection's modifies) that is let finish;
+    /// applied again, the action finds those entries matching and changes only the rest.
+    pub async fn apply_until(
+        &self,
+        dir: &dyn Directory,
+        stop: &StopSignal,
+    ) -> Result<Outcome, ActionError> {
+        stop.check()?;
         if self.dry_run {
             let planned = self.plan_on(dir).await?;
             return Ok(Outcome::new(format!(
@@ -284,6 +298,13 @@ impl Config {
                     "carry"
                 },
             )));
+        }
+        if let Err(stopped) = stop.check() {
+            info!(
+                changed = before.changes.len(),
+                "stopping after the changes, before their read-back"
+            );
+            return Err(stopped);
         }
         let after = self.read(dir).await?;
         let still: Vec<&str> = after
@@ -349,7 +370,7 @@ impl Action for Config {
     fn apply<'a>(&'a self, ctx: &'a ActionContext) -> BoxFuture<'a, Result<Outcome, ActionError>> {
         Box::pin(async move {
             let dir = self.directory(ctx).await?;
-            self.apply_on(dir.as_ref()).await
+            self.apply_until(dir.as_ref(), &ctx.stop).await
         })
     }
 
@@ -418,6 +439,8 @@ mod tests {
         stubborn: Vec<String>,
         refusing: Vec<String>,
         modifications: Mutex<usize>,
+        /// Asked to stop while the changes are made (a leader losing its Lease meanwhile).
+        stop_during_changes: Option<crate::action::StopSender>,
     }
 
     impl Memory {
@@ -479,6 +502,9 @@ mod tests {
                         .insert(c.attr.to_ascii_lowercase(), vec![c.value.clone()]);
                 }
             }
+            if let Some(stop) = &self.stop_during_changes {
+                stop.stop("the replica lost its Lease");
+            }
             Box::pin(async move { Ok(refused) })
         }
     }
@@ -521,6 +547,30 @@ mod tests {
         assert!(dir.id("uid=none,dc=x").is_empty(), "never given one");
         assert_eq!(*dir.modifications.lock().unwrap(), 1);
 
+        let again = config.apply_on(&dir).await.unwrap().summary;
+        assert!(again.contains("nothing to do"), "{again}");
+        assert_eq!(*dir.modifications.lock().unwrap(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_stop_is_seen_before_the_changes_and_before_the_read_back() {
+        let config = Config::default();
+        let (tx, asked) = StopSignal::channel();
+        tx.stop("the operator is stopping");
+        let dir = sample();
+        let out = config.apply_until(&dir, &asked).await;
+        assert!(matches!(out, Err(ActionError::Stopped(_))), "{out:?}");
+        assert_eq!(*dir.modifications.lock().unwrap(), 0, "nothing changed");
+
+        let (tx, signal) = StopSignal::channel();
+        let mut dir = sample();
+        dir.stop_during_changes = Some(tx);
+        let out = config.apply_until(&dir, &signal).await;
+        assert!(matches!(out, Err(ActionError::Stopped(_))), "{out:?}");
+        assert_eq!(*dir.modifications.lock().unwrap(), 1, "the batch finished");
+        assert_eq!(dir.id("uid=differs,dc=x"), [U1]);
+        // Applied again (the next leader): nothing left to change.
+        dir.stop_during_changes = None;
         let again = config.apply_on(&dir).await.unwrap().summary;
         assert!(again.contains("nothing to do"), "{again}");
         assert_eq!(*dir.modifications.lock().unwrap(), 1);

@@ -610,7 +610,14 @@ impl World {
 
     /// Creates in `ns` the Secrets that [`World::migration`] reads its credentials from.
     pub fn create_secrets(&self, ns: &str) {
-        for (name, key, value) in [
+        for (name, key, value) in self.secret_objects() {
+            crate::create_secret(ns, name, key, value);
+        }
+    }
+
+    /// The Secrets [`World::migration`] reads its credentials from: name, key, value.
+    pub fn secret_objects(&self) -> [(&'static str, &'static str, &str); 3] {
+        [
             ("ums-ldap-server-admin", "password", UDM_PASSWORD),
             ("opendesk-ox-admin-password", "password", OX_PASSWORD),
             (
@@ -618,9 +625,7 @@ impl World {
                 "secretKey",
                 self.minio.secret_key(),
             ),
-        ] {
-            crate::create_secret(ns, name, key, value);
-        }
+        ]
     }
 
     /// A Migration `opendesk` in `ns` (release v1.18.0, installed v1.17.3) with the export as its

@@ -3,10 +3,11 @@
 //! other tests use is never touched. Stopped (`e2e/cluster/down`) when dropped.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::{Command, ExitStatus, Output};
+use std::time::{Duration, Instant};
 
 use crate::local_server::temp_dir;
-use crate::{run_with_stdin, stderr, stdout};
+use crate::{OperatorProcess, run_with_stdin, stderr, stdout};
 
 /// A running private control plane.
 #[derive(Debug)]
@@ -95,6 +96,133 @@ impl PrivateCluster {
             .await
             .unwrap_or_else(|e| panic!("bad kubeconfig {}: {e}", self.kubeconfig));
         kube::Client::try_from(config).unwrap_or_else(|e| panic!("cannot build a client: {e}"))
+    }
+}
+
+impl PrivateCluster {
+    /// `kubectl get WHAT -n NS -o json`, `None` when it fails (the object missing, the
+    /// server away).
+    pub fn get(&self, ns: &str, what: &str) -> Option<serde_json::Value> {
+        let out = self.kubectl(&["get", what, "-n", ns, "-o", "json"]);
+        out.status
+            .success()
+            .then(|| serde_json::from_str(&stdout(&out)).ok())
+            .flatten()
+    }
+
+    /// `kubectl apply -f -` of `yaml`; fails the test on error.
+    pub fn apply(&self, yaml: &str) {
+        crate::ok(
+            "kubectl apply",
+            &self.kubectl_stdin(&["apply", "-f", "-"], Some(yaml)),
+        );
+    }
+
+    /// Creates namespace `ns`; fails the test on error.
+    pub fn create_namespace(&self, ns: &str) {
+        crate::ok(
+            "create namespace",
+            &self.kubectl(&["create", "namespace", ns]),
+        );
+    }
+
+    /// `kubectl create secret generic NAME --from-literal=KEY=VALUE -n NS`.
+    pub fn create_secret(&self, ns: &str, name: &str, key: &str, value: &str) {
+        crate::ok(
+            "create secret",
+            &self.kubectl(&[
+                "create",
+                "secret",
+                "generic",
+                name,
+                "-n",
+                ns,
+                &format!("--from-literal={key}={value}"),
+            ]),
+        );
+    }
+
+    /// Installs Stagehand's CRDs (`stagehand crds`) and waits until they are established.
+    pub fn install_crds(&self) {
+        let crds = Command::new(crate::stagehand_bin())
+            .arg("crds")
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run stagehand crds: {e}"));
+        assert!(crds.status.success(), "stagehand crds: {}", stderr(&crds));
+        crate::ok(
+            "apply CRDs",
+            &self.kubectl_stdin(&["apply", "--server-side", "-f", "-"], Some(&stdout(&crds))),
+        );
+        for crd in ["migrations.stagehand.dev", "migrationruns.stagehand.dev"] {
+            crate::ok(
+                "CRD established",
+                &self.kubectl(&[
+                    "wait",
+                    "--for=condition=Established",
+                    "--timeout=60s",
+                    &format!("crd/{crd}"),
+                ]),
+            );
+        }
+    }
+}
+
+/// The operator as a Deployment runs it against a [`PrivateCluster`]: started again (after
+/// 2 s) whenever it exits, while the test calls [`Replicas::tick`] or [`Replicas::sleep`].
+#[derive(Debug)]
+pub struct Replicas<'a> {
+    cluster: &'a PrivateCluster,
+    ns: String,
+    /// The replica running now.
+    pub current: OperatorProcess,
+    started: Instant,
+    /// The replicas that exited: exit status and log.
+    pub exited: Vec<(ExitStatus, String)>,
+}
+
+impl<'a> Replicas<'a> {
+    /// Starts the first replica, for namespace `ns`.
+    pub fn start(cluster: &'a PrivateCluster, ns: &str) -> Self {
+        Self {
+            cluster,
+            ns: ns.to_string(),
+            current: Self::process(cluster, ns),
+            started: Instant::now(),
+            exited: Vec::new(),
+        }
+    }
+
+    fn process(cluster: &PrivateCluster, ns: &str) -> OperatorProcess {
+        OperatorProcess::start_with(
+            ns,
+            cluster.kubeconfig(),
+            &[
+                "--probe-address",
+                "127.0.0.1:0",
+                "--metrics-address",
+                "127.0.0.1:0",
+            ],
+        )
+    }
+
+    /// Starts a new replica if the current one exited (at least 2 s after it started).
+    pub fn tick(&mut self) {
+        if let Some(exit) = self.current.try_wait()
+            && self.started.elapsed() > Duration::from_secs(2)
+        {
+            self.exited.push((exit, self.current.logs()));
+            self.current = Self::process(self.cluster, &self.ns);
+            self.started = Instant::now();
+        }
+    }
+
+    /// Waits `d`, ticking.
+    pub async fn sleep(&mut self, d: Duration) {
+        let until = Instant::now() + d;
+        while Instant::now() < until {
+            self.tick();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 }
 

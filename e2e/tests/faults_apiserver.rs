@@ -16,14 +16,14 @@
 //! sessions the server held (nothing counted twice, nothing lost).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::process::{Command, ExitStatus};
+use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::json;
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
-use stagehand_e2e::private_cluster::PrivateCluster;
+use stagehand_e2e::ok;
+use stagehand_e2e::private_cluster::{PrivateCluster, Replicas};
 use stagehand_e2e::redis::{RedisOptions, RedisServer};
-use stagehand_e2e::{OperatorProcess, ok, stagehand_bin, stdout};
 
 const OTHERS: u64 = 100_000;
 const PASSWORD: &str = "outage-S3cret-pw";
@@ -33,74 +33,6 @@ fn env_or(name: &str, default: u64) -> u64 {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-/// The operator as a Deployment runs it: started again (after 2 s) whenever it exits.
-struct Replicas<'a> {
-    cluster: &'a PrivateCluster,
-    ns: String,
-    current: OperatorProcess,
-    started: Instant,
-    /// The replicas that exited: exit status and log.
-    exited: Vec<(ExitStatus, String)>,
-}
-
-impl<'a> Replicas<'a> {
-    fn start(cluster: &'a PrivateCluster, ns: &str) -> Self {
-        Self {
-            cluster,
-            ns: ns.to_string(),
-            current: Self::process(cluster, ns),
-            started: Instant::now(),
-            exited: Vec::new(),
-        }
-    }
-
-    fn process(cluster: &PrivateCluster, ns: &str) -> OperatorProcess {
-        OperatorProcess::start_with(
-            ns,
-            cluster.kubeconfig(),
-            &[
-                "--probe-address",
-                "127.0.0.1:0",
-                "--metrics-address",
-                "127.0.0.1:0",
-            ],
-        )
-    }
-
-    fn tick(&mut self) {
-        if let Some(exit) = self.current.try_wait()
-            && self.started.elapsed() > Duration::from_secs(2)
-        {
-            self.exited.push((exit, self.current.logs()));
-            self.current = Self::process(self.cluster, &self.ns);
-            self.started = Instant::now();
-        }
-    }
-
-    async fn sleep(&mut self, d: Duration) {
-        let until = Instant::now() + d;
-        while Instant::now() < until {
-            self.tick();
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
-
-fn get(cluster: &PrivateCluster, ns: &str, what: &str) -> Option<Value> {
-    let out = cluster.kubectl(&["get", what, "-n", ns, "-o", "json"]);
-    out.status
-        .success()
-        .then(|| serde_json::from_str(&stdout(&out)).ok())
-        .flatten()
-}
-
-fn apply(cluster: &PrivateCluster, yaml: &str) {
-    ok(
-        "kubectl apply",
-        &cluster.kubectl_stdin(&["apply", "-f", "-"], Some(yaml)),
-    );
 }
 
 /// The number before the first ` keys matching` in `text`.
@@ -135,10 +67,7 @@ async fn outage_during_a_flush(cluster: &PrivateCluster, component: &str) -> Str
     let sessions = env_or("STAGEHAND_FAULTS_SESSIONS", 1_000_000);
     let outage = Duration::from_secs(env_or("STAGEHAND_FAULTS_OUTAGE_SECONDS", 30));
     let ns = format!("outage-{component}");
-    ok(
-        "create namespace",
-        &cluster.kubectl(&["create", "namespace", &ns]),
-    );
+    cluster.create_namespace(&ns);
     let redis = RedisServer::start(RedisOptions {
         default_password: Some(PASSWORD.into()),
         debug_command: true,
@@ -159,8 +88,7 @@ async fn outage_during_a_flush(cluster: &PrivateCluster, component: &str) -> Str
             &format!("--from-literal=password={PASSWORD}"),
         ]),
     );
-    apply(
-        cluster,
+    cluster.apply(
         &Migration::new(&ns)
             .installed("v1.17.3")
             .secret_file("redis-password", "redis", "password")
@@ -175,13 +103,13 @@ async fn outage_during_a_flush(cluster: &PrivateCluster, component: &str) -> Str
             .to_yaml(),
     );
     let mut replicas = Replicas::start(cluster, &ns);
-    apply(cluster, &MigrationRun::new(&ns, "pre", "pre").to_yaml());
+    cluster.apply(&MigrationRun::new(&ns, "pre", "pre").to_yaml());
 
     // Stop the component as soon as the action has started.
     let waiting = Instant::now();
     let started_at = loop {
         replicas.tick();
-        if let Some(run) = get(cluster, &ns, "migrationrun/pre")
+        if let Some(run) = cluster.get(&ns, "migrationrun/pre")
             && run["status"]["actions"][0]["startTime"].is_string()
         {
             break run["status"]["actions"][0]["startTime"].clone();
@@ -206,7 +134,7 @@ async fn outage_during_a_flush(cluster: &PrivateCluster, component: &str) -> Str
     // The run ends Ready once the server is back.
     let run = loop {
         replicas.tick();
-        if let Some(run) = get(cluster, &ns, "migrationrun/pre")
+        if let Some(run) = cluster.get(&ns, "migrationrun/pre")
             && run["status"]["conditions"].as_array().is_some_and(|cs| {
                 cs.iter()
                     .any(|c| c["type"] == "Ready" && c["status"] == "True")
@@ -217,7 +145,7 @@ async fn outage_during_a_flush(cluster: &PrivateCluster, component: &str) -> Str
         assert!(
             t0.elapsed() < outage + Duration::from_secs(120),
             "the run did not end Ready after the outage: {}\n{}",
-            get(cluster, &ns, "migrationrun/pre").unwrap_or_default(),
+            cluster.get(&ns, "migrationrun/pre").unwrap_or_default(),
             replicas.current.logs()
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -254,7 +182,9 @@ async fn outage_during_a_flush(cluster: &PrivateCluster, component: &str) -> Str
         "the deletions reported add up to the sessions held: {first} by the replica that lost its {component}, {last} in the run's summary ({summary})"
     );
     // The footprint is in the ledger once.
-    let ledger = get(cluster, &ns, "configmap/opendesk-history").expect("the ledger");
+    let ledger = cluster
+        .get(&ns, "configmap/opendesk-history")
+        .expect("the ledger");
     let footprints: Vec<&String> = ledger["data"]
         .as_object()
         .map(|d| d.keys().filter(|k| k.starts_with("footprint.")).collect())
@@ -293,23 +223,7 @@ async fn outage_during_a_flush(cluster: &PrivateCluster, component: &str) -> Str
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_api_server_and_etcd_lost_mid_action() {
     let cluster = PrivateCluster::up();
-    let crds = Command::new(stagehand_bin()).arg("crds").output().unwrap();
-    assert!(crds.status.success());
-    ok(
-        "apply CRDs",
-        &cluster.kubectl_stdin(&["apply", "--server-side", "-f", "-"], Some(&stdout(&crds))),
-    );
-    for crd in ["migrations.stagehand.dev", "migrationruns.stagehand.dev"] {
-        ok(
-            "CRD established",
-            &cluster.kubectl(&[
-                "wait",
-                "--for=condition=Established",
-                "--timeout=60s",
-                &format!("crd/{crd}"),
-            ]),
-        );
-    }
+    cluster.install_crds();
     let apiserver = outage_during_a_flush(&cluster, "kube-apiserver").await;
     eprintln!("{apiserver}");
     let etcd = outage_during_a_flush(&cluster, "etcd").await;

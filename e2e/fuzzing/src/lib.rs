@@ -14,6 +14,58 @@
 //! whole input is the body of a `200`; a status line without a number is a `200`; header lines
 //! without a colon are left out.
 
+use std::alloc::{GlobalAlloc, Layout, System};
+
+/// The largest single allocation a target may make: 1 GiB (`FUZZ_RSS_LIMIT_MB` of `e2e/fuzz`
+/// bounds the whole process).
+pub const ALLOCATION_LIMIT: usize = 1 << 30;
+
+/// The targets' allocator: the system's, but an allocation over [`ALLOCATION_LIMIT`] aborts
+/// the process, which libFuzzer reports as a crash and keeps the input of. libFuzzer's own
+/// `-malloc_limit_mb` needs a sanitizer's allocator hooks; this one holds without a sanitizer
+/// (the targets are safe Rust: e2e/fuzz builds them with `--sanitizer none`, which builds and
+/// runs several times faster).
+pub struct Limited;
+
+// SAFETY: every call is passed to `System` unchanged, or the process aborts before it.
+unsafe impl GlobalAlloc for Limited {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        over_limit(layout.size());
+        // SAFETY: the caller's contract, passed on.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        over_limit(layout.size());
+        // SAFETY: the caller's contract, passed on.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        over_limit(new_size);
+        // SAFETY: the caller's contract, passed on.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+/// Aborts when `size` is over the limit (without allocating: the message is static).
+fn over_limit(size: usize) {
+    if size > ALLOCATION_LIMIT {
+        use std::io::Write;
+        let _ = std::io::stderr()
+            .write_all(b"stagehand-fuzz: a single allocation of more than 1 GiB; aborting\n");
+        std::process::abort();
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Limited = Limited;
+
 /// An HTTP answer read from fuzz input.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer<'a> {
@@ -66,6 +118,12 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_allocation_up_to_the_limit_is_served() {
+        let v: Vec<u8> = Vec::with_capacity(1 << 20);
+        assert!(v.capacity() >= 1 << 20);
+    }
 
     #[test]
     fn reads_a_response_and_a_bare_body() {
