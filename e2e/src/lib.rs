@@ -529,18 +529,24 @@ pub async fn delete_crd(crd: &str) {
 /// `kubectl create secret generic NAME --from-literal=KEY=VALUE -n NS`; fails the test on
 /// error.
 pub fn create_secret(ns: &str, name: &str, key: &str, value: &str) {
-    ok(
-        "create secret",
-        &kubectl(&[
-            "create",
-            "secret",
-            "generic",
-            name,
-            "-n",
-            ns,
-            &format!("--from-literal={key}={value}"),
-        ]),
-    );
+    let args = secret_args(ns, name, key, value);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    ok("create secret", &kubectl(&args));
+}
+
+/// The kubectl arguments of [`create_secret`].
+pub fn secret_args(ns: &str, name: &str, key: &str, value: &str) -> Vec<String> {
+    [
+        "create",
+        "secret",
+        "generic",
+        name,
+        "-n",
+        ns,
+        &format!("--from-literal={key}={value}"),
+    ]
+    .map(String::from)
+    .to_vec()
 }
 
 /// The condition `type_` of an object read with [`get`]; fails the test when it has none.

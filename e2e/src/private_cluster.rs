@@ -126,20 +126,11 @@ impl PrivateCluster {
         );
     }
 
-    /// `kubectl create secret generic NAME --from-literal=KEY=VALUE -n NS`.
+    /// [`crate::create_secret`] against it.
     pub fn create_secret(&self, ns: &str, name: &str, key: &str, value: &str) {
-        crate::ok(
-            "create secret",
-            &self.kubectl(&[
-                "create",
-                "secret",
-                "generic",
-                name,
-                "-n",
-                ns,
-                &format!("--from-literal={key}={value}"),
-            ]),
-        );
+        let args = crate::secret_args(ns, name, key, value);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        crate::ok("create secret", &self.kubectl(&args));
     }
 
     /// Installs Stagehand's CRDs (`stagehand crds`) and waits until they are established.
@@ -213,6 +204,31 @@ impl<'a> Replicas<'a> {
             self.exited.push((exit, self.current.logs()));
             self.current = Self::process(self.cluster, &self.ns);
             self.started = Instant::now();
+        }
+    }
+
+    /// Waits (ticking) until the MigrationRun `run` in the replicas' namespace is `Ready`, and
+    /// returns it; fails the test with its status and the current replica's log once
+    /// `deadline` has passed.
+    pub async fn until_ready(&mut self, run: &str, deadline: Instant) -> serde_json::Value {
+        let what = format!("migrationrun/{run}");
+        loop {
+            self.tick();
+            if let Some(obj) = self.cluster.get(&self.ns, &what)
+                && obj["status"]["conditions"].as_array().is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                })
+            {
+                return obj;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what} did not end Ready: {}\n{}",
+                self.cluster.get(&self.ns, &what).unwrap_or_default(),
+                self.current.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
 

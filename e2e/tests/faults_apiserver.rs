@@ -132,24 +132,9 @@ async fn outage_during_a_flush(cluster: &PrivateCluster, component: &str) -> Str
     let back_after = t0.elapsed();
 
     // The run ends Ready once the server is back.
-    let run = loop {
-        replicas.tick();
-        if let Some(run) = cluster.get(&ns, "migrationrun/pre")
-            && run["status"]["conditions"].as_array().is_some_and(|cs| {
-                cs.iter()
-                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
-            })
-        {
-            break run;
-        }
-        assert!(
-            t0.elapsed() < outage + Duration::from_secs(120),
-            "the run did not end Ready after the outage: {}\n{}",
-            cluster.get(&ns, "migrationrun/pre").unwrap_or_default(),
-            replicas.current.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let run = replicas
+        .until_ready("pre", t0 + outage + Duration::from_secs(120))
+        .await;
     let ready_after = t0.elapsed();
     let action = &run["status"]["actions"][0];
     assert_eq!(action["decision"], "Succeeded", "{run}");

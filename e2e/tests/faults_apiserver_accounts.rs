@@ -106,24 +106,9 @@ async fn the_api_server_lost_mid_functional_accounts_export() {
     let back_after = t0.elapsed();
 
     // The run ends Ready once the server is back.
-    let run = loop {
-        replicas.tick();
-        if let Some(run) = cluster.get(ns, "migrationrun/pre")
-            && run["status"]["conditions"].as_array().is_some_and(|cs| {
-                cs.iter()
-                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
-            })
-        {
-            break run;
-        }
-        assert!(
-            t0.elapsed() < outage + Duration::from_secs(900),
-            "the run did not end Ready after the outage: {}\n{}",
-            cluster.get(ns, "migrationrun/pre").unwrap_or_default(),
-            replicas.current.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    };
+    let run = replicas
+        .until_ready("pre", t0 + outage + Duration::from_secs(900))
+        .await;
     let ready_after = t0.elapsed();
     let action = &run["status"]["actions"][0];
     assert_eq!(action["decision"], "Succeeded", "{run}");

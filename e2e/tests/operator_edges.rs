@@ -228,6 +228,40 @@ fn create_burst(ns: &str, from: usize, to: usize) {
     );
 }
 
+/// A namespace with an operator-less Migration `burst` keeping `n` runs.
+async fn burst_namespace(prefix: &str, n: usize) -> TestNamespace {
+    let client = client().await;
+    install_crds();
+    let ns = TestNamespace::new(&client, prefix).await;
+    apply(
+        &Migration::new(&ns.name)
+            .name("burst")
+            .run_history_limit(n as u32)
+            .to_yaml(),
+    );
+    ns
+}
+
+/// Waits until `n` runs in `ns` are all `Ready`, and returns them.
+async fn all_ready(ns: &str, n: usize, timeout: Duration) -> Vec<Value> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let runs = runs(ns);
+        let done = runs
+            .iter()
+            .filter(|r| ready(r).is_some_and(|c| c["status"] == "True"))
+            .count();
+        if runs.len() == n && done == n {
+            return runs;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{done} of {n} runs Ready after {timeout:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 /// Checks that the runs of `burst` (sorted by name: their creation order) ran one at a time
 /// in that order: each started after the one before it finished.
 fn assert_one_at_a_time(mut burst: Vec<Value>) {
@@ -258,35 +292,11 @@ fn assert_one_at_a_time(mut burst: Vec<Value>) {
 async fn listed_and_watched_runs_go_one_at_a_time_and_end_once() {
     const LISTED: usize = 40;
     const N: usize = 80;
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "edge-order").await;
-    apply(
-        &Migration::new(&ns.name)
-            .name("burst")
-            .run_history_limit(N as u32)
-            .to_yaml(),
-    );
+    let ns = burst_namespace("edge-order", N).await;
     create_burst(&ns.name, 0, LISTED);
     let operator = OperatorProcess::start(&ns.name);
     create_burst(&ns.name, LISTED, N);
-    let deadline = Instant::now() + Duration::from_secs(300);
-    let burst = loop {
-        let burst = runs(&ns.name);
-        let done = burst
-            .iter()
-            .filter(|r| ready(r).is_some_and(|c| c["status"] == "True"))
-            .count();
-        if done == N {
-            break burst;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{done} of {N} runs Ready after 300 s"
-        );
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    };
-    assert_eq!(burst.len(), N);
+    let burst = all_ready(&ns.name, N, Duration::from_secs(300)).await;
     assert_one_at_a_time(burst);
     for (name, ended) in times_ended(&operator.logs(), N) {
         assert_eq!(ended, 1, "{name} ended {ended} times");
@@ -316,35 +326,12 @@ fn times_ended(logs: &str, n: usize) -> Vec<(String, usize)> {
 #[tokio::test]
 async fn a_reconcile_of_an_old_copy_changes_nothing() {
     const N: usize = 6;
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "edge-stale").await;
-    apply(
-        &Migration::new(&ns.name)
-            .name("burst")
-            .run_history_limit(N as u32)
-            .to_yaml(),
-    );
+    let ns = burst_namespace("edge-stale", N).await;
     let proxy = KubeProxy::start().await;
     proxy.lag_watches(Duration::from_secs(1));
     let operator = OperatorProcess::start_with(&ns.name, proxy.kubeconfig(), &[]);
     create_burst(&ns.name, 0, N);
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let burst = loop {
-        let burst = runs(&ns.name);
-        if burst.len() == N
-            && burst
-                .iter()
-                .all(|r| ready(r).is_some_and(|c| c["status"] == "True"))
-        {
-            break burst;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "not all {N} runs Ready after 120 s"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    };
+    let burst = all_ready(&ns.name, N, Duration::from_secs(120)).await;
     // The stale reconciles come a second after each end: let the last one's come.
     tokio::time::sleep(Duration::from_secs(3)).await;
     for (name, ended) in times_ended(&operator.logs(), N) {

@@ -1,7 +1,8 @@
 //! The release-series parser (config/src/series.rs): every line of the input, and the whole
 //! input, read as a series and as a release; the first four lines as a window's minimum, from
 //! and to and a last migrated release. What parses must print and parse back the same, a
-//! series' start must belong to it, and a window must agree with its definition.
+//! series' start must belong to it, a window must agree with its definition, and the first two
+//! lines' releases must compare as they are equal.
 #![no_main]
 
 use std::cmp::Ordering;
@@ -16,6 +17,14 @@ fuzz_target!(|data: &[u8]| {
     let lines: Vec<&str> = text.split('\n').collect();
     for line in lines.iter().copied().chain(std::iter::once(text)) {
         one(line);
+    }
+    // Ord agrees with Eq (two releases that differ only in build metadata are not Equal),
+    // and is antisymmetric.
+    if let [a, b, ..] = lines[..]
+        && let (Ok(a), Ok(b)) = (Release::parse(a), Release::parse(b))
+    {
+        assert_eq!(a.cmp(&b) == Ordering::Equal, a == b, "{a} {b}");
+        assert_eq!(a.cmp(&b), b.cmp(&a).reverse(), "{a} {b}");
     }
     if let [minimum, from, to, release, ..] = lines[..]
         && let (Ok(minimum), Ok(from), Ok(to), Ok(release)) = (
