@@ -367,7 +367,7 @@ async fn a_thousand_runs_of_one_migration_created_at_once() {
     let client = client().await;
     install_crds();
     let ns = TestNamespace::new(&client, "edge-burst").await;
-    let _operator = OperatorProcess::start(&ns.name);
+    let operator = OperatorProcess::start(&ns.name);
     apply(
         &Migration::new(&ns.name)
             .name("burst")
@@ -430,6 +430,9 @@ async fn a_thousand_runs_of_one_migration_created_at_once() {
                 .max()
                 .unwrap();
             assert_one_at_a_time(burst);
+            for (name, ended) in times_ended(&operator.logs(), N) {
+                assert_eq!(ended, 1, "{name} ended {ended} times");
+            }
             assert!(
                 other_done < last,
                 "the other Migration's run was served while the burst went on"
