@@ -89,10 +89,13 @@ pub trait Target {
     /// `Some(trip)` when the kube proxy is the one that counts (Kubernetes actions): the
     /// runner arms it with the operator's pid.
     async fn hold_after(&mut self, ns: &str, k: usize) -> Option<KubeTrip>;
-    /// Whether the server's side holds the action (after `hold_after`).
-    async fn holding(&self) -> bool;
-    /// Lets the server's side answer normally again.
-    async fn release(&mut self);
+    /// Whether the server's side holds the action (after `hold_after`). The default, for the
+    /// targets the kube proxy counts for (it kills the operator itself): never.
+    async fn holding(&self) -> bool {
+        false
+    }
+    /// Lets the server's side answer normally again (the default: nothing is held).
+    async fn release(&mut self) {}
     /// The objects of every destructive request the server served so far in this case, one
     /// entry per request per object (for the kube proxy's targets, read from its log).
     async fn served(&self, ns: &str, log: &[Seen]) -> Vec<String>;
@@ -384,24 +387,8 @@ fn get_opt(ns: &str) -> Value {
 
 /// The footprint of `id` is in the ledger once and in the Migration's history once.
 fn footprint_once(ns: &str, id: &str, stage: &str) -> Result<(), String> {
-    let out = kubectl(&[
-        "get",
-        "configmap",
-        "opendesk-history",
-        "-n",
-        ns,
-        "-o",
-        "json",
-    ]);
-    let ledger: Value = serde_json::from_str(&stdout(&out)).unwrap_or(Value::Null);
-    let keys: Vec<&String> = ledger["data"]
-        .as_object()
-        .map(|d| {
-            d.keys()
-                .filter(|k| k.starts_with(&format!("footprint.{stage}.{id}.")))
-                .collect()
-        })
-        .unwrap_or_default();
+    let ledger = crate::ledger(ns).unwrap_or(Value::Null);
+    let keys = crate::footprints(&ledger, &format!("{stage}.{id}."));
     if keys.len() != 1 {
         return Err(format!("ledger footprints of {id}: {keys:?}"));
     }

@@ -21,9 +21,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
-use stagehand_e2e::ok;
 use stagehand_e2e::private_cluster::{PrivateCluster, Replicas};
 use stagehand_e2e::redis::{RedisOptions, RedisServer};
+use stagehand_e2e::{footprints, ok};
 
 const OTHERS: u64 = 100_000;
 const PASSWORD: &str = "outage-S3cret-pw";
@@ -170,11 +170,12 @@ async fn outage_during_a_flush(cluster: &PrivateCluster, component: &str) -> Str
     let ledger = cluster
         .get(&ns, "configmap/opendesk-history")
         .expect("the ledger");
-    let footprints: Vec<&String> = ledger["data"]
-        .as_object()
-        .map(|d| d.keys().filter(|k| k.starts_with("footprint.")).collect())
-        .unwrap_or_default();
-    assert_eq!(footprints.len(), 1, "one footprint: {}", ledger["data"]);
+    assert_eq!(
+        footprints(&ledger, "").len(),
+        1,
+        "one footprint: {}",
+        ledger["data"]
+    );
     let stopped_logs: Vec<&String> = replicas
         .exited
         .iter()

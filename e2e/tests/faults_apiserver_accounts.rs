@@ -20,6 +20,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use stagehand_e2e::footprints;
 use stagehand_e2e::functional_accounts::{EXPORT, World, scale_fixture};
 use stagehand_e2e::manifests::MigrationRun;
 use stagehand_e2e::private_cluster::{PrivateCluster, Replicas};
@@ -152,11 +153,12 @@ async fn the_api_server_lost_mid_functional_accounts_export() {
     let ledger = cluster
         .get(ns, "configmap/opendesk-history")
         .expect("the ledger");
-    let footprints = ledger["data"]
-        .as_object()
-        .map(|d| d.keys().filter(|k| k.starts_with("footprint.")).count())
-        .unwrap_or_default();
-    assert_eq!(footprints, 1, "one footprint: {}", ledger["data"]);
+    assert_eq!(
+        footprints(&ledger, "").len(),
+        1,
+        "one footprint: {}",
+        ledger["data"]
+    );
     // The leader cut off stopped at its renew deadline and exited non-zero.
     assert!(
         !replicas.exited.is_empty(),

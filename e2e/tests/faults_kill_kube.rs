@@ -75,10 +75,6 @@ impl Target for Scale {
     async fn hold_after(&mut self, ns: &str, _k: usize) -> Option<KubeTrip> {
         Some(scale_trip(ns, "ox-connector"))
     }
-    async fn holding(&self) -> bool {
-        false
-    }
-    async fn release(&mut self) {}
     async fn served(&self, ns: &str, log: &[Seen]) -> Vec<String> {
         scale_patches(log, ns, "ox-connector")
     }
@@ -132,10 +128,6 @@ impl Target for Restart {
     async fn hold_after(&mut self, ns: &str, _k: usize) -> Option<KubeTrip> {
         Some(scale_trip(ns, "ox-connector"))
     }
-    async fn holding(&self) -> bool {
-        false
-    }
-    async fn release(&mut self) {}
     async fn served(&self, ns: &str, log: &[Seen]) -> Vec<String> {
         scale_patches(log, ns, "ox-connector")
     }
@@ -238,10 +230,6 @@ impl Target for StorageMigrate {
             }),
         })
     }
-    async fn holding(&self) -> bool {
-        false
-    }
-    async fn release(&mut self) {}
     async fn served(&self, _ns: &str, log: &[Seen]) -> Vec<String> {
         let plural = self.plural();
         log.iter()

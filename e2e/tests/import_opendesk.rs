@@ -8,8 +8,9 @@
 use serde_json::Value;
 use stagehand_e2e::manifests::MigrationRun;
 use stagehand_e2e::{
-    OperatorProcess, TestNamespace, apply, assert_no_secret_leak, client, create_secret, get,
-    install_crds, kubectl, kubectl_stdin, ok, stagehand, statefulset, stderr, stdout, wait,
+    OperatorProcess, TestNamespace, apply, assert_no_secret_leak, client, create_secret,
+    footprints, get, install_crds, kubectl, kubectl_stdin, ok, stagehand, statefulset, stderr,
+    stdout, wait,
 };
 
 const VALUES: &str = concat!(
@@ -141,15 +142,8 @@ async fn an_imported_history_is_not_run_again() {
         .collect();
     assert_eq!(managers, ["stagehand-import"]);
     assert_eq!(ledger["data"]["lastMigratedRelease"], "v1.17.3");
-    let footprints = |l: &Value| {
-        l["data"]
-            .as_object()
-            .unwrap()
-            .keys()
-            .filter(|k| k.starts_with("footprint."))
-            .count()
-    };
-    assert_eq!(footprints(&ledger), 6);
+    let count = |l: &Value| footprints(l, "").len();
+    assert_eq!(count(&ledger), 6);
     assert!(
         ledger["metadata"]["annotations"]["stagehand.dev/imported-migrations-status"]
             .as_str()
@@ -204,7 +198,7 @@ async fn an_imported_history_is_not_run_again() {
         ]
     );
     let ledger = get(&ns, "configmap/opendesk-history");
-    assert_eq!(footprints(&ledger), 7, "workload_scale's footprint added");
+    assert_eq!(count(&ledger), 7, "workload_scale's footprint added");
     assert_eq!(ledger["data"]["lastMigratedRelease"], "v1.18.0");
 
     // The ledger moved on: a new import is refused and leaves it alone.

@@ -12,9 +12,9 @@ use serde_json::{Value, json};
 use stagehand_e2e::kube_proxy::KubeProxy;
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
-    OperatorProcess, TestNamespace, apply, client, condition, first_action_started, get, hold_pod,
-    install_crds, kubectl, kubectl_stdin, ok, reason_becomes, release_pod, running_pods,
-    statefulset, status_time, stdout, wait, wait_up_to,
+    OperatorProcess, TestNamespace, apply, client, condition, first_action_started, footprints,
+    get, hold_pod, install_crds, kubectl, kubectl_stdin, ok, reason_becomes, release_pod,
+    running_pods, statefulset, status_time, stdout, wait, wait_up_to,
 };
 
 /// Another Migration (`other`, no actions) and its pre run `other-pre`: what the operator must
@@ -165,12 +165,7 @@ async fn a_migration_deleted_while_its_run_is_going_stops_it_at_the_next_action(
     );
     let ledger = get(&ns.name, "configmap/opendesk-history");
     assert_eq!(
-        ledger["data"]
-            .as_object()
-            .unwrap()
-            .keys()
-            .filter(|k| k.starts_with("footprint."))
-            .count(),
+        footprints(&ledger, "").len(),
         1,
         "the finished action's footprint is in the ledger: {ledger}"
     );

@@ -15,7 +15,7 @@ use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::slapd::{BASE_DN, ROOT_PASSWORD, Slapd, SlapdOptions};
 use stagehand_e2e::{
     OperatorProcess, TestNamespace, apply, client, condition, create_secret, first_action_started,
-    get, install_crds, kubectl, kubectl_stdin, ok, reason_becomes, replicas, running_pods,
+    get, install_crds, kubectl, kubectl_stdin, ledger, ok, reason_becomes, replicas, running_pods,
     statefulset, status_time, stdout, wait, wait_for,
 };
 use stagehand_simulators::http::FaultRule;
@@ -75,22 +75,6 @@ fn deletes(sim: &ProvisioningSim) -> Vec<String> {
         .map(|r| r.path)
         .collect()
 }
-
-fn ledger(ns: &str) -> Option<Value> {
-    let out = kubectl(&[
-        "get",
-        "configmap",
-        "opendesk-history",
-        "-n",
-        ns,
-        "-o",
-        "json",
-    ]);
-    out.status
-        .success()
-        .then(|| serde_json::from_str(&stdout(&out)).unwrap())
-}
-
 /// Defect 1: an action whose own config says `dryRun: true` changes nothing, is `Succeeded`
 /// with reason `DryRun`, records no footprint, and a later run without it does the work.
 #[tokio::test]
