@@ -136,9 +136,6 @@ impl Reconcile {
         let finishing = phase.is_terminal() && status.completion_time.is_none();
         if finishing {
             status.completion_time = Some(now());
-            self.context
-                .metrics
-                .run_finished(&phase.reason().to_ascii_lowercase());
         }
         // A run woken again with nothing new costs no request.
         let confirm = before_change && self.unconfirmed_version.is_some();
@@ -150,6 +147,10 @@ impl Reconcile {
             apply_run_status(&self.runs, &run.name_any(), status, precondition.as_deref()).await?;
         }
         if finishing {
+            // Counted once written: a reconcile of an older copy is refused above.
+            self.context
+                .metrics
+                .run_finished(&phase.reason().to_ascii_lowercase());
             let namespace = run.namespace().unwrap_or_default();
             self.context
                 .runs
