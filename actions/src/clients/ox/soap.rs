@@ -260,11 +260,11 @@ pub fn parse(xml: &[u8]) -> Result<Element, String> {
                 attach(&mut stack, &mut root, element)?;
             }
             Event::Text(t) => {
-                let content = t.xml_content().map_err(|e| format!("bad text: {e}"))?;
+                let content = t.xml10_content().map_err(|e| format!("bad text: {e}"))?;
                 push_text(&mut stack, &content)?;
             }
             Event::CData(t) => {
-                let content = t.xml_content().map_err(|e| format!("bad CDATA: {e}"))?;
+                let content = t.xml10_content().map_err(|e| format!("bad CDATA: {e}"))?;
                 push_text(&mut stack, &content)?;
             }
             Event::GeneralRef(r) => {
@@ -495,6 +495,37 @@ mod tests {
         assert_eq!(auth.children[0].ns.as_deref(), Some(DO_RMI));
         assert_eq!(auth.field("login"), Some("ad<min>"));
         assert_eq!(auth.field("password"), Some("p&w\"'<>"));
+    }
+
+    /// Found by the `ox_soap_response` fuzz target: U+0085 (NEL) and U+2028 are line ends only
+    /// in XML 1.1; OX speaks XML 1.0, where they are characters like any other. Read with
+    /// XML 1.1's line-end normalization, a name holding one came back with `\n` in its place
+    /// (and an action writing it back would have changed it).
+    #[test]
+    fn xml_1_1_line_ends_are_characters_in_values() {
+        let value = "a\u{85}@\u{2028}b";
+        let xml = envelope(
+            "change",
+            &[Param::Object {
+                name: "usrdata",
+                fields: vec![("name", value.into())],
+            }],
+            "admin",
+            "pw",
+        )
+        .unwrap();
+        let root = parse(&xml).unwrap();
+        let usrdata = &root.children[0].children[0].children[0];
+        assert_eq!(usrdata.field("name"), Some(value));
+        let answer = format!(
+            "<e:Envelope xmlns:e=\"{SOAP_ENV}\"><e:Body><r xmlns=\"{TNS}\">{value}\r\n</r></e:Body></e:Envelope>"
+        );
+        let root = parse(answer.as_bytes()).unwrap();
+        assert_eq!(
+            root.children[0].children[0].text,
+            format!("{value}\n"),
+            "XML 1.0 normalizes only CR LF and CR"
+        );
     }
 
     #[test]

@@ -117,7 +117,7 @@ pub fn parse(xml: &[u8]) -> Result<Element, String> {
                 attach(&mut stack, &mut root, element)?;
             }
             Event::Text(t) => {
-                let content = t.xml_content().map_err(|e| format!("bad text: {e}"))?;
+                let content = t.xml10_content().map_err(|e| format!("bad text: {e}"))?;
                 if let Some(top) = stack.last_mut() {
                     top.text.push_str(&content);
                 } else if !content.trim().is_empty() {
@@ -125,7 +125,7 @@ pub fn parse(xml: &[u8]) -> Result<Element, String> {
                 }
             }
             Event::CData(t) => {
-                let content = t.xml_content().map_err(|e| format!("bad CDATA: {e}"))?;
+                let content = t.xml10_content().map_err(|e| format!("bad CDATA: {e}"))?;
                 if let Some(top) = stack.last_mut() {
                     top.text.push_str(&content);
                 }
