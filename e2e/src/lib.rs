@@ -549,6 +549,14 @@ pub fn secret_args(ns: &str, name: &str, key: &str, value: &str) -> Vec<String> 
     .to_vec()
 }
 
+/// The number in environment variable `name` (a test's size or duration), else `default`.
+pub fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// The history ledger of `ns` (the ConfigMap `opendesk-history`), `None` when there is none.
 pub fn ledger(ns: &str) -> Option<serde_json::Value> {
     let out = kubectl(&[

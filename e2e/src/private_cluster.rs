@@ -207,6 +207,37 @@ impl<'a> Replicas<'a> {
         }
     }
 
+    /// Stops `component` (`kube-apiserver`, `etcd`) for `length` in all, ticking, starts it
+    /// again, and waits until the MigrationRun `run` is `Ready` (at most `ready_within` after
+    /// the stop began). `left` is read when the stop has returned and again at the end of the
+    /// outage: what the server under test still holds.
+    pub async fn outage(
+        &mut self,
+        component: &str,
+        length: Duration,
+        run: &str,
+        ready_within: Duration,
+        left: impl Fn() -> u64,
+    ) -> Outage {
+        let began = Instant::now();
+        self.cluster.stop(component);
+        let stopped_after = began.elapsed();
+        let left_when_stopped = left();
+        self.sleep(length.saturating_sub(stopped_after)).await;
+        let left_after = left();
+        self.cluster.start(component);
+        let back_after = began.elapsed();
+        let run = self.until_ready(run, began + ready_within).await;
+        Outage {
+            stopped_after,
+            left_when_stopped,
+            left_after,
+            back_after,
+            ready_after: began.elapsed(),
+            run,
+        }
+    }
+
     /// Waits (ticking) until the MigrationRun `run` in the replicas' namespace is `Ready`, and
     /// returns it; fails the test with its status and the current replica's log once
     /// `deadline` has passed.
@@ -240,6 +271,23 @@ impl<'a> Replicas<'a> {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+}
+
+/// What [`Replicas::outage`] saw, its times counted from the stop.
+#[derive(Debug)]
+pub struct Outage {
+    /// How long `e2e/cluster/ctl stop` took (a graceful shutdown).
+    pub stopped_after: Duration,
+    /// What the server under test held when the stop had returned.
+    pub left_when_stopped: u64,
+    /// What it held at the end of the outage.
+    pub left_after: u64,
+    /// When the component answered again.
+    pub back_after: Duration,
+    /// When the run was `Ready`.
+    pub ready_after: Duration,
+    /// The run then.
+    pub run: serde_json::Value,
 }
 
 impl Drop for PrivateCluster {

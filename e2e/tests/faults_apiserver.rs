@@ -23,17 +23,10 @@ use serde_json::json;
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::private_cluster::{PrivateCluster, Replicas};
 use stagehand_e2e::redis::{RedisOptions, RedisServer};
-use stagehand_e2e::{footprints, ok};
+use stagehand_e2e::{env_or, footprints, ok};
 
 const OTHERS: u64 = 100_000;
 const PASSWORD: &str = "outage-S3cret-pw";
-
-fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// The number before the first ` keys matching` in `text`.
 fn keys_in(text: &str) -> Option<u64> {
@@ -122,20 +115,16 @@ async fn outage_during_a_flush(cluster: &PrivateCluster, component: &str) -> Str
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     let left_at_stop = redis.dbsize(0) - OTHERS;
-    let t0 = Instant::now();
-    cluster.stop(component);
-    let stopped_after = t0.elapsed();
-    let left_when_stopped = redis.dbsize(0) - OTHERS;
-    replicas.sleep(outage.saturating_sub(stopped_after)).await;
-    let left_after_outage = redis.dbsize(0) - OTHERS;
-    cluster.start(component);
-    let back_after = t0.elapsed();
-
-    // The run ends Ready once the server is back.
-    let run = replicas
-        .until_ready("pre", t0 + outage + Duration::from_secs(120))
+    let o = replicas
+        .outage(
+            component,
+            outage,
+            "pre",
+            outage + Duration::from_secs(120),
+            || redis.dbsize(0) - OTHERS,
+        )
         .await;
-    let ready_after = t0.elapsed();
+    let run = o.run;
     let action = &run["status"]["actions"][0];
     assert_eq!(action["decision"], "Succeeded", "{run}");
     assert_eq!(
@@ -199,10 +188,12 @@ async fn outage_during_a_flush(cluster: &PrivateCluster, component: &str) -> Str
     let exits = replicas.exited.len();
     drop(replicas);
     format!(
-        "{component}: stopped once the action had started ({left_at_stop} of {sessions} sessions left then, {left_when_stopped} when `ctl stop` returned after {:.1} s, {left_after_outage} when it came back after {:.1} s); the leader {how} and exited non-zero ({exits} exit(s) in all, counting restarts while the server was away); it reported {first} deleted, the next leader {last}; Ready {:.1} s after the stop",
-        stopped_after.as_secs_f64(),
-        back_after.as_secs_f64(),
-        ready_after.as_secs_f64(),
+        "{component}: stopped once the action had started ({left_at_stop} of {sessions} sessions left then, {} when `ctl stop` returned after {:.1} s, {} when it came back after {:.1} s); the leader {how} and exited non-zero ({exits} exit(s) in all, counting restarts while the server was away); it reported {first} deleted, the next leader {last}; Ready {:.1} s after the stop",
+        o.left_when_stopped,
+        o.stopped_after.as_secs_f64(),
+        o.left_after,
+        o.back_after.as_secs_f64(),
+        o.ready_after.as_secs_f64(),
     )
 }
 

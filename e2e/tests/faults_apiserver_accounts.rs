@@ -20,17 +20,10 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use stagehand_e2e::footprints;
 use stagehand_e2e::functional_accounts::{EXPORT, World, scale_fixture};
 use stagehand_e2e::manifests::MigrationRun;
 use stagehand_e2e::private_cluster::{PrivateCluster, Replicas};
-
-fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+use stagehand_e2e::{env_or, footprints};
 
 /// The served SOAP deletes (one per mailbox) and UDM DELETEs (one per account), each
 /// with the number of times it was served.
@@ -98,19 +91,16 @@ async fn the_api_server_lost_mid_functional_accounts_export() {
     };
     assert!(started_at.is_string(), "the action started: {started_at}");
     let rows_at_stop = w.ox.state().secondary_accounts(1).len();
-    let t0 = Instant::now();
-    cluster.stop("kube-apiserver");
-    let stopped_after = t0.elapsed();
-    replicas.sleep(outage.saturating_sub(stopped_after)).await;
-    let rows_after_outage = w.ox.state().secondary_accounts(1).len();
-    cluster.start("kube-apiserver");
-    let back_after = t0.elapsed();
-
-    // The run ends Ready once the server is back.
-    let run = replicas
-        .until_ready("pre", t0 + outage + Duration::from_secs(900))
+    let o = replicas
+        .outage(
+            "kube-apiserver",
+            outage,
+            "pre",
+            outage + Duration::from_secs(900),
+            || w.ox.state().secondary_accounts(1).len() as u64,
+        )
         .await;
-    let ready_after = t0.elapsed();
+    let run = o.run;
     let action = &run["status"]["actions"][0];
     assert_eq!(action["decision"], "Succeeded", "{run}");
     assert_eq!(
@@ -183,11 +173,12 @@ async fn the_api_server_lost_mid_functional_accounts_export() {
         "exited inside the export (past its handover the export takes no stop; the replica exits before its Lease can expire)"
     };
     eprintln!(
-        "kube-apiserver: stopped after the first mailbox was deleted ({rows_at_stop} of {rows} rows left then, {rows_after_outage} when it came back after {:.1} s; `ctl stop` took {:.1} s); the leader {how} and exited non-zero ({} exit(s) in all); Ready {:.1} s after the stop; {} SOAP and {} UDM deletes, none repeated",
-        back_after.as_secs_f64(),
-        stopped_after.as_secs_f64(),
+        "kube-apiserver: stopped after the first mailbox was deleted ({rows_at_stop} of {rows} rows left then, {} when it came back after {:.1} s; `ctl stop` took {:.1} s); the leader {how} and exited non-zero ({} exit(s) in all); Ready {:.1} s after the stop; {} SOAP and {} UDM deletes, none repeated",
+        o.left_after,
+        o.back_after.as_secs_f64(),
+        o.stopped_after.as_secs_f64(),
         replicas.exited.len(),
-        ready_after.as_secs_f64(),
+        o.ready_after.as_secs_f64(),
         soap.len(),
         udm.len(),
     );

@@ -6,15 +6,8 @@
 //! back equal).
 #![no_main]
 
-use std::sync::OnceLock;
-
 use libfuzzer_sys::fuzz_target;
-use stagehand_actions::clients::fuzzing::Parsers;
-
-fn parsers() -> &'static Parsers {
-    static PARSERS: OnceLock<Parsers> = OnceLock::new();
-    PARSERS.get_or_init(|| Parsers::new().expect("the clients build"))
-}
+use stagehand_fuzz::parsers;
 
 fuzz_target!(|data: &[u8]| {
     let answer = stagehand_fuzz::answer(data);

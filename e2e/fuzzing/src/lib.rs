@@ -66,6 +66,15 @@ fn over_limit(size: usize) {
 #[global_allocator]
 static ALLOCATOR: Limited = Limited;
 
+/// The clients' answer readers, built once per process (every HTTP target calls them).
+pub fn parsers() -> &'static stagehand_actions::clients::fuzzing::Parsers {
+    static PARSERS: std::sync::OnceLock<stagehand_actions::clients::fuzzing::Parsers> =
+        std::sync::OnceLock::new();
+    PARSERS.get_or_init(|| {
+        stagehand_actions::clients::fuzzing::Parsers::new().expect("the clients build")
+    })
+}
+
 /// An HTTP answer read from fuzz input.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer<'a> {

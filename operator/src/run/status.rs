@@ -32,6 +32,34 @@ pub enum StatusError {
     Stale(String),
 }
 
+/// Server-side applies `status` as the whole status of `name` under Stagehand's field
+/// manager; with `precondition`, only if the object is still at that resourceVersion (the API
+/// server answers 409 if not).
+async fn apply_status<K>(
+    api: &Api<K>,
+    name: &str,
+    status: &impl serde::Serialize,
+    precondition: Option<&str>,
+) -> Result<K, kube::Error>
+where
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let mut patch = json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "status": status,
+    });
+    if let Some(version) = precondition {
+        patch["metadata"] = json!({"resourceVersion": version});
+    }
+    api.patch_status(
+        name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await
+}
+
 /// Applies a run's whole status; with `precondition`, only if the run is still at that
 /// resourceVersion ([`StatusError::Stale`] if not).
 pub async fn apply_run_status(
@@ -40,22 +68,7 @@ pub async fn apply_run_status(
     status: &MigrationRunStatus,
     precondition: Option<&str>,
 ) -> Result<(), StatusError> {
-    let mut patch = json!({
-        "apiVersion": MigrationRun::api_version(&()),
-        "kind": MigrationRun::kind(&()),
-        "status": status,
-    });
-    if let Some(version) = precondition {
-        patch["metadata"] = json!({"resourceVersion": version});
-    }
-    match api
-        .patch_status(
-            name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&patch),
-        )
-        .await
-    {
+    match apply_status(api, name, status, precondition).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 409 && precondition.is_some() => {
             Err(StatusError::Stale(name.to_string()))
@@ -89,20 +102,7 @@ where
         if current.status.as_ref() == Some(&status) {
             return Ok(current);
         }
-        let patch = json!({
-            "apiVersion": Migration::api_version(&()),
-            "kind": Migration::kind(&()),
-            "metadata": {"resourceVersion": current.resource_version()},
-            "status": status,
-        });
-        match api
-            .patch_status(
-                name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(&patch),
-            )
-            .await
-        {
+        match apply_status(api, name, &status, current.resource_version().as_deref()).await {
             Ok(m) => return Ok(m),
             Err(kube::Error::Api(s)) if s.code == 409 => continue,
             Err(source) => {
