@@ -92,9 +92,11 @@ pub struct ActionContext {
 }
 
 /// Asks a running action to stop at its next safe point. Cheap to clone; the default never
-/// stops (tests, benchmarks, the command line).
+/// stops (tests, benchmarks, the command line). It may listen to several senders
+/// ([`StopSignal::or`]): the operator's (shutdown, lost leadership) and its run's (the run
+/// was deleted).
 #[derive(Debug, Clone, Default)]
-pub struct StopSignal(Option<watch::Receiver<Option<String>>>);
+pub struct StopSignal(Vec<watch::Receiver<Option<String>>>);
 
 /// The sending half of a [`StopSignal`]: [`StopSender::stop`] asks every action holding the
 /// signal to stop, saying why.
@@ -119,17 +121,25 @@ impl StopSignal {
     /// A signal and the sender that sets it.
     pub fn channel() -> (StopSender, StopSignal) {
         let (tx, rx) = watch::channel(None);
-        (StopSender(tx), StopSignal(Some(rx)))
+        (StopSender(tx), StopSignal(vec![rx]))
     }
 
     /// A signal that never asks to stop.
     pub fn never() -> Self {
-        Self(None)
+        Self(Vec::new())
+    }
+
+    /// A signal that asks to stop when either this one or `other` does (the first reason
+    /// given wins).
+    #[must_use]
+    pub fn or(mut self, other: StopSignal) -> Self {
+        self.0.extend(other.0);
+        self
     }
 
     /// Why the action must stop, once it was asked to.
     pub fn reason(&self) -> Option<String> {
-        self.0.as_ref().and_then(|rx| rx.borrow().clone())
+        self.0.iter().find_map(|rx| rx.borrow().clone())
     }
 
     /// `Err(ActionError::Stopped)` once a stop was asked: what a sequential loop calls before
@@ -144,13 +154,18 @@ impl StopSignal {
     /// Resolves when a stop is asked (never for [`StopSignal::never`], nor once its sender is
     /// gone without asking).
     pub async fn requested(&self) {
-        let Some(rx) = &self.0 else {
+        if self.0.is_empty() {
             return std::future::pending().await;
-        };
-        let mut rx = rx.clone();
-        if rx.wait_for(Option::is_some).await.is_err() {
-            std::future::pending::<()>().await;
         }
+        let waits = self.0.iter().map(|rx| {
+            let mut rx = rx.clone();
+            Box::pin(async move {
+                if rx.wait_for(Option::is_some).await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            })
+        });
+        futures::future::select_all(waits).await;
     }
 }
 
@@ -311,6 +326,26 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "invalid config: redis.database 300 is out of range; 120 keys were deleted before this error"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_signal_of_two_senders_stops_when_either_asks() {
+        let (operator, operator_signal) = StopSignal::channel();
+        let (run, run_signal) = StopSignal::channel();
+        let both = operator_signal.or(run_signal);
+        assert!(both.check().is_ok());
+        run.stop("MigrationRun pre was deleted");
+        both.requested().await;
+        assert_eq!(
+            both.reason().as_deref(),
+            Some("MigrationRun pre was deleted")
+        );
+        operator.stop("the operator is shutting down");
+        assert_eq!(
+            both.reason().as_deref(),
+            Some("the operator is shutting down"),
+            "the operator's sender is listed first"
         );
     }
 

@@ -41,6 +41,10 @@ pub enum ProblemCode {
     /// Only one half of a handover pair is opted out (e.g. the Functional Accounts export in
     /// `pre` but not the import in `post`): the migration would be half applied.
     HalfOptOut,
+    /// Two declarations of one stage with the same footprint (id, tag and runMode): after the
+    /// first succeeded, the second would be skipped as `FootprintRecorded` without running.
+    /// Reported on the later one, field `tag`.
+    DuplicateFootprint,
 }
 
 /// Something worth knowing that does not fail validation.

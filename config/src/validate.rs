@@ -35,6 +35,7 @@ pub fn validate(
         let decls = declarations.stage(stage);
         check_actions(stage, decls, context, catalog, &mut report.problems);
         check_skips(stage, decls, &mut report);
+        check_duplicate_footprints(stage, decls, &mut report.problems);
     }
     check_needs(declarations, catalog, &mut report.problems);
     report.problems.sort_by_key(document_order);
@@ -161,6 +162,40 @@ fn check_skips(stage: Stage, decls: &StageDeclarations, report: &mut Report) {
                 ),
             ));
         }
+    }
+}
+
+/// Two tagged declarations of one stage with the same footprint `(stage, id, tag, runMode)`
+/// (untagged ones record none): each later one is reported, naming the first.
+fn check_duplicate_footprints(
+    stage: Stage,
+    decls: &StageDeclarations,
+    problems: &mut Vec<Problem>,
+) {
+    for (n, d) in decls.actions.iter().enumerate() {
+        let (Some(id), Some(tag)) = (d.id.as_deref(), d.tag.as_deref()) else {
+            continue;
+        };
+        let Some(first) = decls.actions[..n].iter().find(|e| {
+            e.id.as_deref() == Some(id) && e.tag.as_deref() == Some(tag) && e.run_mode == d.run_mode
+        }) else {
+            continue;
+        };
+        let run_mode = d.run_mode.as_deref().map_or_else(
+            || "runMode (none)".to_string(),
+            |m| format!("runMode {m:?}"),
+        );
+        problems.push(Problem::at(
+            ProblemCode::DuplicateFootprint,
+            stage,
+            d.index,
+            Some(id),
+            "tag",
+            format!(
+                "{id} has the same id, tag {tag:?} and {run_mode} as actions.{stage}[{}], so both record one footprint: after the first succeeded, this one would be marked FootprintRecorded without running; give each a distinct tag or runMode, or merge them into one declaration",
+                first.index
+            ),
+        ));
     }
 }
 

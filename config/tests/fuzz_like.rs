@@ -404,19 +404,53 @@ fn arb_valid_generated() -> impl Strategy<Value = Generated> {
         ),
         prop::collection::vec(footprint, 0..6),
     )
-        .prop_map(
-            |(pre, post, pick_pre, pick_post, last, history)| Generated {
+        .prop_map(|(pre, post, pick_pre, pick_post, last, history)| {
+            let pre = without_duplicate_footprints(pre);
+            let post = without_duplicate_footprints(post);
+            Generated {
                 skip_pre: valid_skips(&pre, &pick_pre),
                 skip_post: valid_skips(&post, &pick_post),
                 pre,
                 post,
                 last,
                 history,
-            },
-        )
+            }
+        })
 }
 
 type Key = (ProblemCode, Stage, usize, Option<String>, String);
+
+/// Whether two entries record the same footprint: both tagged, same id, tag and runMode.
+fn same_footprint(a: &Entry, b: &Entry) -> bool {
+    match (a, b) {
+        (
+            Entry::Action {
+                id: Some(a_id),
+                tag: Some(a_tag),
+                run_mode: a_mode,
+                ..
+            },
+            Entry::Action {
+                id: Some(b_id),
+                tag: Some(b_tag),
+                run_mode: b_mode,
+                ..
+            },
+        ) => a_id == b_id && a_tag == b_tag && a_mode == b_mode,
+        _ => false,
+    }
+}
+
+/// The entries without those that repeat an earlier entry's footprint (`DuplicateFootprint`).
+fn without_duplicate_footprints(entries: Vec<Entry>) -> Vec<Entry> {
+    let mut kept: Vec<Entry> = Vec::new();
+    for entry in entries {
+        if !kept.iter().any(|k| same_footprint(k, &entry)) {
+            kept.push(entry);
+        }
+    }
+    kept
+}
 
 /// What SPEC 4.2 says validation reports for the generated spec, computed without the crate's
 /// validator (the release-series arithmetic of `Series` is trusted: it has its own tests).
@@ -438,10 +472,17 @@ fn oracle(g: &Generated) -> Vec<Key> {
                 out.push((MissingId, stage, index, None, "id".into()));
                 continue;
             };
-            let _ = tag;
             let ids = id.map(str::to_string);
             let mut at =
                 |code, field: &str| out.push((code, stage, index, ids.clone(), field.into()));
+            if id.is_some()
+                && tag.is_some()
+                && g.entries(stage)[..index]
+                    .iter()
+                    .any(|earlier| same_footprint(earlier, entry))
+            {
+                at(DuplicateFootprint, "tag");
+            }
             match id {
                 None => at(MissingId, "id"),
                 Some("nope") => at(UnknownAction, "id"),

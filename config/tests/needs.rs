@@ -76,9 +76,12 @@ fn p(code: ProblemCode, stage: Stage, index: usize, field: &str) -> Key {
 
 #[test]
 fn every_needed_secret_file_must_be_listed() {
+    // Two declarations of one action: distinct runModes, or they would be a DuplicateFootprint.
+    let mut second = decl("creds", json!({"file": "b"}));
+    second["runMode"] = json!("second");
     let spec = json!({
         "releaseVersion": "v1.18.0",
-        "actions": {"pre": [decl("creds", json!({"file": "a"})), decl("creds", json!({"file": "b"}))]},
+        "actions": {"pre": [decl("creds", json!({"file": "a"})), second]},
         "secretFiles": [file("a")],
     });
     assert_eq!(

@@ -1023,6 +1023,197 @@ fn invalid_config_for_a_tag_or_run_mode_that_is_not_a_string() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// DuplicateFootprint
+// ---------------------------------------------------------------------------------------------
+
+/// `tagged` with a runMode.
+fn tagged_mode(id: &str, tag: &str, run_mode: &str) -> Value {
+    set(tagged(id, tag, W), "runMode", json!(run_mode))
+}
+
+#[test]
+fn a_duplicate_footprint_is_reported_once_on_the_later_entry_naming_both() {
+    // Two `scale` with tag v1.18.0 and no runMode, an unrelated action between them.
+    let s = spec(
+        vec![
+            tagged("scale", "v1.18.0", W),
+            tagged("noop", "v1.18.0", W),
+            set(
+                tagged("scale", "v1.18.0", W),
+                "config",
+                json!({"replicas": 3}),
+            ),
+        ],
+        vec![],
+    );
+    let report = check(&s, None);
+    assert_problems(
+        &report,
+        &[at(DuplicateFootprint, Pre, 2, Some("scale"), "tag")],
+    );
+    let message = &report.problems[0].message;
+    assert_eq!(
+        message,
+        "scale has the same id, tag \"v1.18.0\" and runMode (none) as actions.pre[0], so both \
+         record one footprint: after the first succeeded, this one would be marked \
+         FootprintRecorded without running; give each a distinct tag or runMode, or merge them \
+         into one declaration"
+    );
+    assert_eq!(
+        report.problems[0].location(),
+        "actions.pre[2] (scale) tag",
+        "the location names the later entry, the message the earlier one"
+    );
+
+    // The same with a runMode, in the post stage.
+    let s = spec(
+        vec![],
+        vec![
+            tagged_mode("scale", "v1.18.0", "apply"),
+            tagged_mode("scale", "v1.18.0", "apply"),
+        ],
+    );
+    let report = check(&s, None);
+    assert_problems(
+        &report,
+        &[at(DuplicateFootprint, Post, 1, Some("scale"), "tag")],
+    );
+    let message = &report.problems[0].message;
+    assert!(message.contains("runMode \"apply\""), "{message}");
+    assert!(message.contains("actions.post[0]"), "{message}");
+    assert_eq!(report.problems[0].code.to_string(), "DuplicateFootprint");
+}
+
+#[test]
+fn a_third_declaration_of_a_footprint_is_reported_too_naming_the_first() {
+    let s = spec(
+        vec![
+            tagged("noop", "v1.18.0", W),
+            tagged("noop", "v1.18.0", W),
+            tagged("noop", "v1.18.0", W),
+        ],
+        vec![],
+    );
+    let report = check(&s, None);
+    assert_problems(
+        &report,
+        &[
+            at(DuplicateFootprint, Pre, 1, Some("noop"), "tag"),
+            at(DuplicateFootprint, Pre, 2, Some("noop"), "tag"),
+        ],
+    );
+    for p in &report.problems {
+        assert!(p.message.contains("as actions.pre[0],"), "{}", p.message);
+    }
+}
+
+#[test]
+fn declarations_that_differ_in_run_mode_tag_or_stage_or_are_untagged_are_not_duplicates() {
+    for (what, pre, post) in [
+        (
+            "different runMode",
+            vec![
+                tagged_mode("scale", "v1.18.0", "apply"),
+                tagged_mode("scale", "v1.18.0", "verify"),
+            ],
+            vec![],
+        ),
+        (
+            "a runMode and none",
+            vec![
+                tagged("scale", "v1.18.0", W),
+                tagged_mode("scale", "v1.18.0", "apply"),
+            ],
+            vec![],
+        ),
+        (
+            "different tag",
+            vec![
+                tagged("scale", "v1.18.0", W),
+                tagged("scale", "v1.18.0-fix", W),
+            ],
+            vec![],
+        ),
+        (
+            "different id",
+            vec![tagged("scale", "v1.18.0", W), tagged("noop", "v1.18.0", W)],
+            vec![],
+        ),
+        (
+            "different stage",
+            vec![tagged("scale", "v1.18.0", W)],
+            vec![tagged("scale", "v1.18.0", W)],
+        ),
+        (
+            "both untagged",
+            vec![decl("scale", W), decl("scale", W)],
+            vec![],
+        ),
+        (
+            "both untagged with the same runMode",
+            vec![
+                set(decl("scale", W), "runMode", json!("apply")),
+                set(decl("scale", W), "runMode", json!("apply")),
+            ],
+            vec![],
+        ),
+        (
+            "one tagged, one untagged",
+            vec![tagged("scale", "v1.18.0", W), decl("scale", W)],
+            vec![],
+        ),
+    ] {
+        let report = check(&spec(pre, post), None);
+        assert!(report.is_valid(), "{what}: {report:#?}");
+    }
+}
+
+#[test]
+fn a_duplicate_footprint_is_reported_alongside_the_other_problems() {
+    let s = spec_with_skips(
+        vec![
+            tagged("scale", "v1.18.0", W),
+            decl("flush_everything", W), // UnknownAction
+            set(
+                tagged("scale", "v1.18.0", ["v1.15", "v1.17", "v1.16"]),
+                "config",
+                json!({}),
+            ), // DuplicateFootprint, ToBeforeFrom, InvalidConfig
+        ],
+        vec![
+            tagged_mode("noop", "v1.18.0", "apply"),
+            tagged_mode("noop", "v1.18.0", "apply"), // DuplicateFootprint
+        ],
+        vec![json!({"id": "scale", "tag": "v1.17.0"})], // MistypedSkip
+        vec![],
+    );
+    let report = check(&s, Some("v1.14.0")); // BelowMinimum for all six
+    assert_problem_set(
+        &report,
+        &[
+            at(BelowMinimum, Pre, 0, Some("scale"), "versions.minimum"),
+            at(UnknownAction, Pre, 1, Some("flush_everything"), "id"),
+            at(
+                BelowMinimum,
+                Pre,
+                1,
+                Some("flush_everything"),
+                "versions.minimum",
+            ),
+            at(InvalidConfig, Pre, 2, Some("scale"), "config.replicas"),
+            at(ToBeforeFrom, Pre, 2, Some("scale"), "versions.to"),
+            at(BelowMinimum, Pre, 2, Some("scale"), "versions.minimum"),
+            at(DuplicateFootprint, Pre, 2, Some("scale"), "tag"),
+            at(MistypedSkip, Pre, 0, Some("scale"), "actionsSkip.tag"),
+            at(BelowMinimum, Post, 0, Some("noop"), "versions.minimum"),
+            at(BelowMinimum, Post, 1, Some("noop"), "versions.minimum"),
+            at(DuplicateFootprint, Post, 1, Some("noop"), "tag"),
+        ],
+    );
+    assert!(!report.is_valid());
+}
+
+// ---------------------------------------------------------------------------------------------
 // All problems at once
 // ---------------------------------------------------------------------------------------------
 

@@ -27,5 +27,6 @@ pub const CATEGORY: &str = "stagehand";
 
 // The current version's types, for the operator and CLI.
 pub use v1beta1::{
-    APPROVE_PLAN_ANNOTATION, Approval, Migration, MigrationRun, MigrationRunSpec, MigrationSpec,
+    ACCEPT_INTERRUPTED_UPGRADE_ANNOTATION, APPROVE_PLAN_ANNOTATION, Approval, Migration,
+    MigrationRun, MigrationRunSpec, MigrationSpec,
 };

@@ -185,6 +185,12 @@ fn default_approval() -> Approval {
 /// (`status.frozenPlan.digest`).
 pub const APPROVE_PLAN_ANNOTATION: &str = "stagehand.dev/approve-plan";
 
+/// The annotation on a pre run that accepts an interrupted upgrade: its value names the
+/// release whose pre stage ran and whose post stage never did. The run then plans against the
+/// last migrated release, as if that release's pre stage had not run (docs/runbook.md,
+/// `InterruptedUpgrade`).
+pub const ACCEPT_INTERRUPTED_UPGRADE_ANNOTATION: &str = "stagehand.dev/accept-interrupted-upgrade";
+
 /// One hour: enough for a deployment between the pre and the post stage.
 pub const DEFAULT_WAIT_TIMEOUT_SECONDS: i64 = 3600;
 

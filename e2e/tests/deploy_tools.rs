@@ -60,6 +60,10 @@ const STATES: &[(&str, &str)] = &[
         "declarations-changed.yaml",
     ),
     (
+        "MigrationRun post run whose pre run failed",
+        "pre-run-failed.yaml",
+    ),
+    (
         "MigrationRun deleted, finalizer pending",
         "terminating.yaml",
     ),
@@ -374,6 +378,8 @@ async fn every_tool_reports_every_state_as_the_docs_table_says() {
             .to_yaml(),
     );
     apply(&run(n, "failing", "failed", "pre").to_yaml());
+    // Its post run, created in the same second or after: it ends PreRunFailed at once.
+    apply(&run(n, "failing", "failed-post", "post").to_yaml());
     apply(&run(n, "preflight", "preflight", "pre").to_yaml());
     let running = wait_for(
         "the slow run's first action to start",
@@ -430,6 +436,10 @@ async fn every_tool_reports_every_state_as_the_docs_table_says() {
     objects.insert(
         "MigrationRun failed action",
         reason_becomes(n, "migrationrun/failed", "Failed").await,
+    );
+    objects.insert(
+        "MigrationRun post run whose pre run failed",
+        reason_becomes(n, "migrationrun/failed-post", "PreRunFailed").await,
     );
     objects.insert(
         "MigrationRun preflight failed",

@@ -609,9 +609,14 @@ async fn ordering_and_exclusivity_are_seen_in_start_and_completion_times() {
             .pre(drop_subscription(&sim, "three"))
             .to_yaml(),
     );
-    // Post first, then two pre runs, then the other Migration's run.
-    apply(&run(&ns.name, "a-post", "post"));
-    apply(&run(&ns.name, "b-pre", "pre"));
+    // A pre run and its post run in one apply (the post run's name sorts first: created in
+    // the same second, the pre run still counts as earlier), then a second pre run, then the
+    // other Migration's run.
+    apply(&format!(
+        "{}---\n{}",
+        run(&ns.name, "b-pre", "pre"),
+        run(&ns.name, "a-post", "post")
+    ));
     std::thread::sleep(Duration::from_millis(1100));
     apply(&run(&ns.name, "c-pre", "pre"));
     apply(

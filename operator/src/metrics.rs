@@ -52,13 +52,18 @@ struct RunPhaseLabels {
 
 /// Every result `stagehand_runs_total` can carry (the terminal phases' reasons, lower
 /// case): all exist from the start at zero, so `increase()` sees a run's first failure.
-pub const RUN_RESULTS: [&str; 6] = [
+pub const RUN_RESULTS: [&str; 11] = [
     "succeeded",
     "failed",
     "invalid",
     "declarationschanged",
     "preflightfailed",
     "historyunreadable",
+    "terminating",
+    "prerunfailed",
+    "prerunoutdated",
+    "historyincomplete",
+    "interruptedupgrade",
 ];
 
 type DurationFamily = Family<ActionOnly, Histogram, fn() -> Histogram>;

@@ -97,3 +97,63 @@ fn the_path_check_sees_a_missing_path() {
     assert_eq!(paths, ["actions/src/nowhere.rs", "actions/src/<id>.rs"]);
     assert!(!root().join(&paths[0]).exists());
 }
+
+/// The steps `pipeline` calls (`<step>::step(`), in order.
+fn pipeline_steps() -> Vec<String> {
+    let code = std::fs::read_to_string(root().join("operator/src/run/reconcile.rs")).unwrap();
+    let body = code
+        .split("async fn pipeline(")
+        .nth(1)
+        .expect("reconcile.rs has `async fn pipeline`");
+    let body = &body[..body.find("\n}\n").expect("pipeline ends")];
+    body.split("::step(")
+        .map(|before| {
+            before
+                .rsplit(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .next()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .filter(|s| !s.is_empty())
+        .take(body.matches("::step(").count())
+        .collect()
+}
+
+/// The steps docs/architecture.md lists under "One MigrationRun through the code", in order
+/// (`operator/src/run/<step>.rs` at the start of each numbered sub-item).
+fn documented_steps(page: &str) -> Vec<String> {
+    let section = page
+        .split("## One MigrationRun through the code")
+        .nth(1)
+        .expect("the page has the section");
+    section
+        .lines()
+        // The steps are the sub-items of item 2 (indented).
+        .filter(|l| l.starts_with("   "))
+        .filter_map(|l| {
+            let l = l.trim_start();
+            let rest = l.split_once(". `operator/src/run/")?.1;
+            l.split_once(". ")?.0.parse::<u32>().ok()?;
+            Some(rest.split_once(".rs`")?.0.to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn the_page_draws_the_steps_in_the_order_pipeline_calls_them() {
+    let called = pipeline_steps();
+    assert_eq!(
+        called,
+        [
+            "gate",
+            "assess",
+            "freeze",
+            "preflight",
+            "approval",
+            "execute",
+            "finish"
+        ],
+        "pipeline's step calls"
+    );
+    assert_eq!(documented_steps(&page()), called);
+}

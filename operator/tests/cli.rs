@@ -244,6 +244,98 @@ fn below_minimum_is_reported_with_the_rest() {
     );
 }
 
+/// A Migration whose pre stage scales two workloads down with `workload_scale`, both tagged
+/// `v1.18.0`, the second with the runMode `second_run_mode` (`""`: none); its post stage scales
+/// one back up with the same id and tag (the same footprint in another stage).
+fn two_workload_scales(second_run_mode: &str) -> String {
+    let run_mode = if second_run_mode.is_empty() {
+        String::new()
+    } else {
+        format!("        runMode: \"{second_run_mode}\"\n")
+    };
+    format!(
+        r#"apiVersion: stagehand.dev/v1beta1
+kind: Migration
+metadata:
+  name: opendesk
+spec:
+  releaseVersion: "v1.18.0"
+  installedRelease: "v1.17.3"
+  actions:
+    pre:
+      - id: "workload_scale"
+        tag: "v1.18.0"
+        versions: {{minimum: "v1.15", from: "v1.15", to: "v1.17"}}
+        config:
+          workload: {{kind: "StatefulSet", name: "ox-connector", replicas: 0}}
+      - id: "workload_scale"
+        tag: "v1.18.0"
+{run_mode}        versions: {{minimum: "v1.15", from: "v1.15", to: "v1.17"}}
+        config:
+          workload: {{kind: "Deployment", name: "open-xchange", replicas: 0}}
+    post:
+      - id: "workload_scale"
+        tag: "v1.18.0"
+        versions: {{minimum: "v1.15", from: "v1.15", to: "v1.17"}}
+        config:
+          workload: {{kind: "StatefulSet", name: "ox-connector", replicas: 1}}
+"#
+    )
+}
+
+#[test]
+fn a_duplicate_footprint_is_invalid_and_names_both_entries() {
+    let manifest = two_workload_scales("");
+    let out = stagehand_stdin(&["validate", "-f", "-", "-o", "json"], &manifest);
+    assert_eq!(code(&out), 1, "{}", text(&out));
+    let report = json_of(&out);
+    assert_eq!(report["valid"], json!(false));
+    let problems = report["problems"].as_array().unwrap();
+    // Reported once, on the later entry; the same footprint in post is not a duplicate.
+    assert_eq!(problems.len(), 1, "{report}");
+    let p = &problems[0];
+    assert_eq!(
+        (&p["code"], &p["stage"], &p["index"], &p["id"], &p["field"]),
+        (
+            &json!("DuplicateFootprint"),
+            &json!("pre"),
+            &json!(1),
+            &json!("workload_scale"),
+            &json!("tag")
+        ),
+        "{p}"
+    );
+    let message = p["message"].as_str().unwrap();
+    for words in [
+        "actions.pre[0]",
+        "tag \"v1.18.0\"",
+        "FootprintRecorded",
+        "distinct tag or runMode",
+    ] {
+        assert!(
+            message.contains(words),
+            "{words:?} missing from {message:?}"
+        );
+    }
+    assert_eq!(report["warnings"], json!([]));
+
+    let out = stagehand_stdin(&["validate", "-f", "-"], &manifest);
+    assert_eq!(code(&out), 1);
+    let t = text(&out);
+    assert!(
+        t.contains("-: error DuplicateFootprint: actions.pre[1] (workload_scale) tag: workload_scale has the same id, tag \"v1.18.0\" and runMode (none) as actions.pre[0]"),
+        "{t}"
+    );
+    assert!(
+        t.trim_end().ends_with("invalid (1 problem, 0 warnings)"),
+        "{t}"
+    );
+
+    // A distinct runMode makes a distinct footprint: valid.
+    let out = stagehand_stdin(&["validate", "-f", "-"], &two_workload_scales("apply"));
+    assert_eq!(code(&out), 0, "{}", text(&out));
+}
+
 #[test]
 fn text_errors_name_file_stage_index_id_and_field() {
     let out = stagehand(&["validate", "-f", MISTAKES]);

@@ -1,11 +1,19 @@
-//! Step 4b, `approval` (pure): may a run that passed its preflight change anything? An
+//! Step 5, `approval`: may a run that passed its preflight change anything? An
 //! `Automatic` run may. A `Manual` run may once it is annotated
 //! `stagehand.dev/approve-plan=<digest>` with the digest of the plan it froze
 //! (`status.frozenPlan.digest`): a person approved exactly this plan. An annotation with
 //! another digest approved another plan (the declarations, or what the plan was computed from,
 //! changed since) and is refused.
 
+use std::ops::ControlFlow;
+
+use kube::runtime::controller::Action as Requeue;
+use kube::runtime::events::EventType;
 use stagehand_crds::{APPROVE_PLAN_ANNOTATION, Approval, MigrationRun};
+use tracing::info;
+
+use super::conditions::Phase;
+use super::reconcile::{Reconcile, Step};
 
 /// What the approval step decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +48,30 @@ pub fn check(run: &MigrationRun, digest: &str) -> Verdict {
             "waiting for approval of plan {digest}; nothing was changed: {how}"
         )),
     }
+}
+
+/// The approval step: before the first action starts, a `Manual` run waits (Event
+/// `AwaitingApproval` once) until its frozen plan is approved ([`check`], pure).
+pub(super) async fn step(r: &mut Reconcile) -> Step<()> {
+    if r.status.actions.iter().any(|a| a.start_time.is_some()) {
+        return Ok(ControlFlow::Continue(()));
+    }
+    let digest = r
+        .status
+        .frozen_plan
+        .as_ref()
+        .map(|f| f.digest.clone())
+        .unwrap_or_default();
+    let Verdict::Awaiting(message) = check(&r.run, &digest) else {
+        return Ok(ControlFlow::Continue(()));
+    };
+    if r.status.conditions.iter().all(|c| c.message != message) {
+        info!(%digest, "waiting for the plan's approval");
+        r.event(EventType::Normal, "AwaitingApproval", message.clone())
+            .await;
+    }
+    r.write(&Phase::AwaitingApproval(message)).await?;
+    Ok(ControlFlow::Break(Requeue::await_change()))
 }
 
 #[cfg(test)]

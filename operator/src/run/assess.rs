@@ -1,14 +1,23 @@
-//! Step 2, `assess` (pure): are the Migration's declarations valid, given the deployment's
-//! history? The one function both controllers use, so that a spec that cannot be read at all
-//! is handled one way (a problem in the conditions, never a retry loop).
+//! Step 2, `assess`: is the deployment's history readable and complete, are the Migration's
+//! declarations valid given it, and did no earlier upgrade stop between its stages? The
+//! decisions are pure functions ([`assess`], the one both controllers use, so that a spec
+//! that cannot be read at all is handled one way; [`history_incomplete`];
+//! [`interrupted_upgrade`]); [`step`] reads the ledger around them.
 
+use std::ops::ControlFlow;
+
+use kube::ResourceExt;
 use stagehand_actions::Library;
 use stagehand_config::{
-    Declarations, Deployment, Footprint, Problem, Recorded, Release, Warning, validate,
+    Declarations, Deployment, Footprint, Problem, Recorded, Release, Stage, Warning, validate,
 };
-use stagehand_crds::Migration;
+use stagehand_crds::{ACCEPT_INTERRUPTED_UPGRADE_ANNOTATION, Migration, MigrationRun};
 
+use super::conditions::{Phase, bounded_problems};
+use super::gate::{same_release, succeeded};
+use super::history::History;
 use super::ledger::Ledger;
+use super::reconcile::{Reconcile, Step};
 
 /// The declarations of a Migration that validated, with what the planner knows.
 #[derive(Debug, Clone)]
@@ -93,6 +102,129 @@ impl Assessment {
     pub fn recorded(&self, print: &Footprint) -> bool {
         self.context.history.contains(print)
     }
+}
+
+/// Footprints without a release: the history shows that actions ran, but neither the ledger's
+/// `lastMigratedRelease` nor the Migration's `installedRelease` says from which release, so
+/// the deployment is not a fresh installation and no window can be judged (pure). Fresh
+/// means no footprint, no recorded release and no `installedRelease`.
+pub fn history_incomplete(context: &Deployment, migration: &str) -> Option<String> {
+    if context.last_migrated.is_some() || context.history.is_empty() {
+        return None;
+    }
+    let first = &context.history[0];
+    Some(format!(
+        "the history of Migration {migration} holds {} footprint(s) (e.g. {} {} {}) but no release: neither the ledger's lastMigratedRelease nor spec.installedRelease is set, so this deployment is not a fresh installation and no action's window can be judged. Nothing was changed. Set spec.installedRelease on the Migration to the release the deployment runs now (`stagehand import-opendesk --installed-release`, docs/adopting-opendesk.md), then create a new MigrationRun",
+        context.history.len(),
+        first.stage,
+        first.id,
+        first.tag.as_deref().unwrap_or("(untagged)"),
+    ))
+}
+
+/// An earlier upgrade that stopped between its stages, seen from a pre run of another
+/// release (pure): a release N other than the run's, newer than the last migrated one, whose
+/// pre stage ran — a succeeded, non-dry pre run of N among `siblings`, or (the runs gone:
+/// retention, an adopted deployment) a pre-stage footprint tagged N in the history — and
+/// whose post stage never recorded it. Judging the run's windows from the release before N
+/// would skip what N's pre stage started. `None` when there is none, when the run is not a
+/// pre run, or when the run accepts it ([`ACCEPT_INTERRUPTED_UPGRADE_ANNOTATION`] naming N).
+pub fn interrupted_upgrade(
+    run: &MigrationRun,
+    siblings: &[MigrationRun],
+    context: &Deployment,
+) -> Option<String> {
+    if run.spec.stage != Stage::Pre {
+        return None;
+    }
+    let last = context.last_migrated.as_ref()?;
+    let current = Release::parse(&run.spec.release).ok()?;
+    let unfinished = |n: &Release| n != &current && n > last;
+    let from_runs = siblings
+        .iter()
+        .filter(|r| {
+            r.spec.migration_ref == run.spec.migration_ref
+                && r.spec.stage == Stage::Pre
+                && !r.spec.dry_run
+                && r.status.as_ref().is_some_and(succeeded)
+        })
+        .filter_map(|r| {
+            Release::parse(&r.spec.release)
+                .ok()
+                .map(|n| (n, format!("pre run {} succeeded", r.name_any())))
+        });
+    let from_history = context
+        .history
+        .iter()
+        .filter(|f| f.stage == Stage::Pre)
+        .filter_map(|f| {
+            let n = Release::parse(f.tag.as_deref()?).ok()?;
+            Some((
+                n,
+                format!("the history records its pre-stage action {}", f.id),
+            ))
+        });
+    let (n, evidence) = from_runs
+        .chain(from_history)
+        .filter(|(n, _)| unfinished(n))
+        .min_by(|a, b| a.0.cmp(&b.0))?;
+    let accepted = run
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ACCEPT_INTERRUPTED_UPGRADE_ANNOTATION))
+        .is_some_and(|v| same_release(v.trim(), &n.to_string()));
+    if accepted {
+        return None;
+    }
+    Some(format!(
+        "the upgrade to release {n} is unfinished: its pre stage ran ({evidence}) but no post run of {n} recorded it (the last migrated release is {last}). Planning release {} now would judge its windows from {last} and skip what {n}'s pre stage started. Nothing was changed. Either finish {n}: apply the Migration of {n} and run its post stage (a new post run of {n}), or accept skipping it: annotate this run {ACCEPT_INTERRUPTED_UPGRADE_ANNOTATION}={n} (docs/runbook.md, InterruptedUpgrade)",
+        run.spec.release
+    ))
+}
+
+/// What the assess step found: the ledger and the assessment of the declarations.
+#[derive(Debug)]
+pub struct Assessed {
+    /// The Migration's history ledger.
+    pub history: History,
+    /// The valid declarations and what the planner knows.
+    pub assessment: Assessment,
+}
+
+/// The assess step: the history first (the record of truth), then the declarations; on the
+/// first pass, the history's completeness and (a pre run) no interrupted upgrade.
+pub(super) async fn step(r: &mut Reconcile, migration: &Migration) -> Step<Assessed> {
+    let history = History::of(&r.context.client, migration);
+    let ledger = match history.ensure(migration.status.as_ref()).await {
+        Ok(l) => l,
+        Err(e) if e.is_unreadable() => {
+            return r.stop(Phase::HistoryUnreadable(e.to_string())).await;
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let assessment = match assess(migration, &ledger) {
+        Ok(a) => a,
+        Err(invalid) => {
+            r.status.problems = bounded_problems(&invalid.problems);
+            return r.stop(Phase::Invalid(invalid.message())).await;
+        }
+    };
+    let mut seed = migration.status.clone().unwrap_or_default();
+    ledger.mirror_into(&mut seed);
+    r.history_seed = Some(seed);
+    if r.status.start_time.is_none() {
+        if let Some(message) = history_incomplete(&assessment.context, &migration.name_any()) {
+            return r.stop(Phase::HistoryIncomplete(message)).await;
+        }
+        if let Some(message) = interrupted_upgrade(&r.run, &r.siblings, &assessment.context) {
+            return r.stop(Phase::InterruptedUpgrade(message)).await;
+        }
+    }
+    Ok(ControlFlow::Continue(Assessed {
+        history,
+        assessment,
+    }))
 }
 
 #[cfg(test)]
@@ -180,5 +312,125 @@ mod tests {
         assert!(invalid.message().starts_with(
             "2 problem(s) in the declarations, nothing was executed: UnknownAction actions.pre[0]"
         ));
+    }
+    fn deployment(last: Option<&str>, prints: &[(Stage, &str, &str)]) -> Deployment {
+        Deployment {
+            last_migrated: last.and_then(|l| Release::parse(l).ok()),
+            history: prints
+                .iter()
+                .map(|(stage, id, tag)| Footprint {
+                    stage: *stage,
+                    id: (*id).into(),
+                    tag: Some((*tag).into()),
+                    run_mode: None,
+                })
+                .collect(),
+        }
+    }
+
+    fn pre_run(name: &str, release: &str, ok: Option<bool>) -> MigrationRun {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+        let mut r = MigrationRun::new(
+            name,
+            stagehand_crds::MigrationRunSpec {
+                migration_ref: "opendesk".into(),
+                stage: Stage::Pre,
+                release: release.into(),
+                ..Default::default()
+            },
+        );
+        if let Some(ok) = ok {
+            r.status = Some(stagehand_crds::unversioned::MigrationRunStatus {
+                conditions: vec![Condition {
+                    type_: "Succeeded".into(),
+                    status: if ok { "True" } else { "False" }.into(),
+                    reason: "x".into(),
+                    message: String::new(),
+                    observed_generation: None,
+                    last_transition_time: Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+                }],
+                ..Default::default()
+            });
+        }
+        r
+    }
+
+    #[test]
+    fn footprints_without_a_release_are_not_a_fresh_installation() {
+        let fresh = deployment(None, &[]);
+        assert_eq!(history_incomplete(&fresh, "opendesk"), None);
+        let adopted = deployment(
+            None,
+            &[(Stage::Pre, "functional_accounts_export", "v1.18.0")],
+        );
+        let message = history_incomplete(&adopted, "opendesk").unwrap_or_default();
+        assert!(
+            message.contains(
+                "holds 1 footprint(s) (e.g. pre functional_accounts_export v1.18.0) but no release"
+            ) && message.contains("Set spec.installedRelease"),
+            "{message}"
+        );
+        let known = deployment(
+            Some("v1.17.3"),
+            &[(Stage::Pre, "functional_accounts_export", "v1.18.0")],
+        );
+        assert_eq!(history_incomplete(&known, "opendesk"), None);
+    }
+
+    #[test]
+    fn a_pre_run_after_an_unfinished_upgrade_is_stopped_unless_accepted() {
+        let last = deployment(Some("v1.17.3"), &[]);
+        let next = pre_run("opendesk-v1.19.0-pre", "v1.19.0", None);
+        // v1.18.0's pre run succeeded, no post run of it recorded v1.18.0.
+        let siblings = vec![pre_run("opendesk-v1.18.0-pre", "v1.18.0", Some(true))];
+        let message = interrupted_upgrade(&next, &siblings, &last).unwrap_or_default();
+        assert!(
+            message.starts_with("the upgrade to release v1.18.0 is unfinished: its pre stage ran (pre run opendesk-v1.18.0-pre succeeded)")
+                && message.contains("accept-interrupted-upgrade=v1.18.0"),
+            "{message}"
+        );
+        // Its runs gone: the history tells the same.
+        let from_history = deployment(
+            Some("v1.17.3"),
+            &[(Stage::Pre, "functional_accounts_export", "v1.18.0")],
+        );
+        let message = interrupted_upgrade(&next, &[], &from_history).unwrap_or_default();
+        assert!(
+            message.contains("the history records its pre-stage action functional_accounts_export"),
+            "{message}"
+        );
+        // Accepted, naming the release.
+        let mut accepted = next.clone();
+        accepted.metadata.annotations = Some(
+            [(
+                ACCEPT_INTERRUPTED_UPGRADE_ANNOTATION.to_string(),
+                "v1.18.0".to_string(),
+            )]
+            .into_iter()
+            .collect(),
+        );
+        assert_eq!(interrupted_upgrade(&accepted, &siblings, &last), None);
+        // A pre run of the same release (openDesk's dry-run review) is no interruption.
+        let again = pre_run("opendesk-v1.18.0-pre-2", "v1.18.0", None);
+        assert_eq!(interrupted_upgrade(&again, &siblings, &from_history), None);
+        // v1.18.0 recorded (its post stage ran): nothing unfinished.
+        let done = deployment(
+            Some("v1.18.0"),
+            &[(Stage::Pre, "functional_accounts_export", "v1.18.0")],
+        );
+        assert_eq!(interrupted_upgrade(&next, &siblings, &done), None);
+        // A failed or dry pre run of v1.18.0 changed nothing to resume; a post-stage footprint
+        // is not a pre stage.
+        let mut dry = pre_run("review", "v1.18.0", Some(true));
+        dry.spec.dry_run = true;
+        assert_eq!(
+            interrupted_upgrade(&next, &[pre_run("x", "v1.18.0", Some(false)), dry], &last),
+            None
+        );
+        let post_only = deployment(
+            Some("v1.17.3"),
+            &[(Stage::Post, "ox_shared_accounts_import", "v1.18.0")],
+        );
+        assert_eq!(interrupted_upgrade(&next, &[], &post_only), None);
     }
 }

@@ -32,6 +32,19 @@ pub enum Phase {
     /// The run is being deleted (`metadata.deletionTimestamp`: it or its namespace was
     /// deleted, and a finalizer keeps it for now): no further action starts.
     Terminating(String),
+    /// A post run's pre run (the newest pre run of its release created at or before it)
+    /// failed, was stopped or was a dry run: the post run applies nothing.
+    PreRunFailed(String),
+    /// The Migration's pre-stage declarations no longer match what the post run's pre run
+    /// froze: the post run applies nothing.
+    PreRunOutdated(String),
+    /// The history holds footprints but no release (neither `lastMigratedRelease` nor
+    /// `installedRelease`): the deployment is not a fresh installation, and the windows cannot
+    /// be judged. Nothing was changed.
+    HistoryIncomplete(String),
+    /// A pre run of one release while an earlier release's upgrade stopped between its pre
+    /// and post stages. Nothing was changed.
+    InterruptedUpgrade(String),
 }
 
 impl Phase {
@@ -65,6 +78,10 @@ impl Phase {
             Phase::HistoryUnreadable(_) => "HistoryUnreadable",
             Phase::AwaitingApproval(_) => "AwaitingApproval",
             Phase::Terminating(_) => "Terminating",
+            Phase::PreRunFailed(_) => "PreRunFailed",
+            Phase::PreRunOutdated(_) => "PreRunOutdated",
+            Phase::HistoryIncomplete(_) => "HistoryIncomplete",
+            Phase::InterruptedUpgrade(_) => "InterruptedUpgrade",
         }
     }
 
@@ -81,7 +98,11 @@ impl Phase {
             | Phase::PreflightFailed(m)
             | Phase::HistoryUnreadable(m)
             | Phase::AwaitingApproval(m)
-            | Phase::Terminating(m) => m,
+            | Phase::Terminating(m)
+            | Phase::PreRunFailed(m)
+            | Phase::PreRunOutdated(m)
+            | Phase::HistoryIncomplete(m)
+            | Phase::InterruptedUpgrade(m) => m,
         }
     }
 }
@@ -250,6 +271,10 @@ mod tests {
             Phase::DeclarationsChanged("x".into()),
             Phase::PreflightFailed("x".into()),
             Phase::HistoryUnreadable("x".into()),
+            Phase::PreRunFailed("x".into()),
+            Phase::PreRunOutdated("x".into()),
+            Phase::HistoryIncomplete("x".into()),
+            Phase::InterruptedUpgrade("x".into()),
         ] {
             let c = run_conditions(&phase, Some(1), &[]);
             let reason = phase.reason();

@@ -1,10 +1,27 @@
-//! Step 3, `plan` (pure): the plan of the stage, frozen into the run's status with the
+//! Step 3, `freeze`: the plan of the stage, frozen into the run's status with the
 //! Migration's generation and a digest of every declaration, and the check that the Migration
-//! still declares what the run planned before each action starts (and on resume).
+//! still declares what the run planned before each action starts (and on resume); for a post
+//! run, that the pre stage is still what its pre run froze. The decisions are pure; [`step`]
+//! writes the plan, and takes the run finalizer ([`super::finalizer`]) before it.
 
+use std::ops::ControlFlow;
+
+use kube::ResourceExt;
+use kube::runtime::events::EventType;
+use stagehand_actions::instantiate;
 use stagehand_config::fingerprint::ActionDigest;
-use stagehand_config::{Decision, Fingerprint, Plan};
+use stagehand_config::{Decision, Fingerprint, Plan, Stage, plan_stage};
+use stagehand_crds::Migration;
 use stagehand_crds::unversioned::{ActionDecision, ActionStatus, FrozenPlan, MigrationRunStatus};
+use tracing::info;
+
+use super::assess::Assessed;
+use super::conditions::Phase;
+use super::context::Error;
+use super::finalizer;
+use super::gate::{PreRun, pre_run_of};
+use super::preflight::Prepared;
+use super::reconcile::{Reconcile, Step, label, now};
 
 /// The reason of an action the run planned to run.
 pub const IN_WINDOW: &str = "InWindow";
@@ -95,6 +112,165 @@ pub fn declarations_changed(
     Some(format!(
         "the Migration's declarations for this stage changed since the run planned them{generations}: {change}. Nothing more is applied; completed actions keep their status and footprints. Create a new MigrationRun to run the current declarations"
     ))
+}
+
+/// `Some(message)` when the Migration's pre-stage declarations (`current`) are no longer what
+/// pre run `pre` froze (`status`, the pre run's): the post run would record the release with
+/// a pre action outside every window for ever (pure). `None` for a pre run planned before
+/// plans were frozen.
+pub fn pre_run_outdated(
+    pre: &str,
+    status: &MigrationRunStatus,
+    current: &Fingerprint,
+) -> Option<String> {
+    let plan = status.frozen_plan.as_ref()?;
+    if plan.digest == current.digest() {
+        return None;
+    }
+    let then = frozen(status)?;
+    let change = current
+        .first_change(&then)
+        .map_or_else(|| "the declarations changed".to_string(), |c| c.to_string());
+    Some(format!(
+        "the Migration's pre-stage declarations changed since pre run {pre} planned them: {change}. This post run applies nothing: create a new pre run (it plans the current pre stage) and a new post run of the release"
+    ))
+}
+
+/// What the freeze step produced: the stage's plan and the actions still to run.
+#[derive(Debug)]
+pub struct Planned {
+    /// The plan of the run's stage, from the current declarations.
+    pub plan: Plan,
+    /// The actions still to run (decision `Run`), each with its position in
+    /// `status.actions`.
+    pub prepared: Vec<(usize, Prepared)>,
+}
+
+/// The freeze step: on the first pass, a post run's pre stage checked against its pre run,
+/// the finalizer taken, the plan frozen and written; on later passes, the plan checked
+/// against the current declarations.
+pub(super) async fn step(
+    r: &mut Reconcile,
+    migration: &Migration,
+    assessed: &Assessed,
+) -> Step<Planned> {
+    let stage = r.run.spec.stage;
+    let declarations = &assessed.assessment.declarations;
+    let plan = plan_stage(declarations, stage, &assessed.assessment.context);
+    let fingerprint = declarations.fingerprint(stage);
+    let first_pass = r.status.start_time.is_none();
+    if first_pass
+        && stage == Stage::Post
+        && let Some(message) = outdated_pre_run(r, &declarations.fingerprint(Stage::Pre)).await?
+    {
+        return r.stop(Phase::PreRunOutdated(message)).await;
+    }
+    // A started run holds its deletion back until its action stopped; taken under the version
+    // this reconcile read, it also proves that version the newest.
+    if let Some(version) = finalizer::hold(
+        &r.runs,
+        &r.run.name_any(),
+        r.run.metadata.finalizers.as_deref(),
+        r.unconfirmed_version.as_deref(),
+    )
+    .await?
+    {
+        r.holds_finalizer = true;
+        r.unconfirmed_version = Some(version);
+    }
+    if first_pass {
+        let (actions, frozen) = freeze(&plan, &fingerprint, migration.metadata.generation);
+        r.status.start_time = Some(now());
+        r.status.last_migrated_release = assessed
+            .assessment
+            .context
+            .last_migrated
+            .as_ref()
+            .map(ToString::to_string);
+        r.status.actions = actions;
+        r.status.frozen_plan = Some(frozen);
+        r.write(&Phase::Running("planned".into())).await?;
+        report_skips(r).await;
+        info!(actions = r.status.actions.len(), "planned");
+    } else if r.status.frozen_plan.is_none() {
+        // Planned by a Stagehand that did not freeze plans: freeze what is declared now.
+        let (actions, frozen) = freeze(&plan, &fingerprint, migration.metadata.generation);
+        for (entry, planned) in r.status.actions.iter_mut().zip(actions) {
+            if entry.index == planned.index {
+                entry.digest = planned.digest;
+            }
+        }
+        r.status.frozen_plan = Some(frozen);
+    } else if let Some(message) =
+        declarations_changed(&r.status, &fingerprint, migration.metadata.generation)
+    {
+        return r.stop(Phase::DeclarationsChanged(message)).await;
+    }
+    match prepare(&r.status, &plan) {
+        Ok(prepared) => Ok(ControlFlow::Continue(Planned { plan, prepared })),
+        Err(message) => r.stop(Phase::Failed(message)).await,
+    }
+}
+
+/// A post run's pre run, read whole (the view keeps a finished run without its plan), checked
+/// against the current pre-stage declarations.
+async fn outdated_pre_run(r: &Reconcile, current: &Fingerprint) -> Result<Option<String>, Error> {
+    let PreRun::Succeeded(pre) = pre_run_of(&r.run, &r.siblings) else {
+        return Ok(None);
+    };
+    let name = pre.name_any();
+    let pre = r.runs.get_opt(&name).await.map_err(|source| Error::Read {
+        context: format!("reading the pre run {name}"),
+        source,
+    })?;
+    Ok(pre
+        .and_then(|p| p.status)
+        .and_then(|status| pre_run_outdated(&name, &status, current)))
+}
+
+/// Events and logs of the actions the plan skips.
+async fn report_skips(r: &Reconcile) {
+    for a in r
+        .status
+        .actions
+        .iter()
+        .filter(|a| a.decision == ActionDecision::Skipped)
+    {
+        info!(index = a.index, id = %a.id, reason = %a.reason, "action skipped");
+        r.event(
+            EventType::Normal,
+            "Skipped",
+            format!("{}: skipped ({})", label(a), a.reason),
+        )
+        .await;
+        r.context.metrics.action_finished(&a.id, "skipped", 0.0);
+    }
+}
+
+/// The actions still to run (decision `Run`), each built from the declaration the plan
+/// selected, with its position in `status.actions`.
+fn prepare(status: &MigrationRunStatus, plan: &Plan) -> Result<Vec<(usize, Prepared)>, String> {
+    let mut out = Vec::new();
+    for (i, a) in status.actions.iter().enumerate() {
+        if a.decision != ActionDecision::Run {
+            continue;
+        }
+        let planned = plan
+            .actions
+            .iter()
+            .find(|p| p.index == a.index as usize && p.id == a.id)
+            .ok_or_else(|| format!("{} is no longer declared", label(a)))?;
+        let action = instantiate(&a.id, &planned.config)
+            .map_err(|e| format!("{} cannot be built: {e}", label(a)))?;
+        out.push((
+            i,
+            Prepared {
+                label: label(a),
+                action,
+            },
+        ));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -189,6 +365,28 @@ mod tests {
                 &declarations(true, false).fingerprint(Stage::Pre),
                 None
             ),
+            None
+        );
+    }
+    #[test]
+    fn a_post_run_names_how_the_pre_stage_changed_since_its_pre_run() {
+        let pre = planned(&declarations(false, false));
+        let same = declarations(false, false);
+        assert_eq!(
+            pre_run_outdated("opendesk-pre", &pre, &same.fingerprint(Stage::Pre)),
+            None
+        );
+        let changed = declarations(true, false);
+        let message = pre_run_outdated("opendesk-pre", &pre, &changed.fingerprint(Stage::Pre))
+            .unwrap_or_default();
+        assert!(
+            message.starts_with("the Migration's pre-stage declarations changed since pre run opendesk-pre planned them: action 1 ldap_entryuuid_to_object_identifier was changed"),
+            "{message}"
+        );
+        // An opt-out of the post stage is not the pre stage's business.
+        let post_skip = declarations(false, true);
+        assert_eq!(
+            pre_run_outdated("opendesk-pre", &pre, &post_skip.fingerprint(Stage::Pre)),
             None
         );
     }

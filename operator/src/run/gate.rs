@@ -1,12 +1,20 @@
-//! Step 1, `gate` (pure): may this run start now? Ordering (a post run after its release's pre
-//! run), exclusivity (one running run per Migration, the earlier created first), `suspend`,
-//! and the wait timeout — decided from the run, its Migration and its sibling runs alone.
+//! Step 1, `gate`: may this run start now? Ordering (a post run after *its* pre run: the
+//! newest pre run of its release created at or before it), exclusivity (one running run per
+//! Migration, the earlier created first), `suspend`, and the wait timeout — decided by pure
+//! functions from the run, its Migration and its sibling runs alone; [`step`] reads them and
+//! claims the start.
+
+use std::ops::ControlFlow;
 
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
+use kube::runtime::controller::Action as Requeue;
 use stagehand_config::{Release, Stage};
 use stagehand_crds::unversioned::MigrationRunStatus;
 use stagehand_crds::{Migration, MigrationRun};
+
+use super::conditions::Phase;
+use super::reconcile::{Reconcile, Step, WAKE_FALLBACK, until_timeout};
 
 /// What the gate decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +33,9 @@ pub enum Gate {
     Terminating(String),
     /// It started, and its Migration is gone: it applies nothing more.
     MigrationDeleted(String),
+    /// A post run whose pre run failed, was stopped or was a dry run: it ends without
+    /// applying anything.
+    PreRunFailed(String),
 }
 
 /// Why a run that is being deleted (`metadata.deletionTimestamp` set) starts nothing more, or
@@ -122,6 +133,11 @@ pub fn gate(
             run.spec.migration_ref
         ));
     }
+    if run.spec.stage == Stage::Post
+        && let PreRun::Failed(pre) = pre_run_of(run, siblings)
+    {
+        return Gate::PreRunFailed(pre_run_failed(run, pre));
+    }
     match blocked_by(run, siblings) {
         Some(message) => timed(run, &status, now, message),
         None => Gate::Go,
@@ -179,20 +195,89 @@ fn same_migration<'a>(run: &MigrationRun, siblings: &'a [MigrationRun]) -> Vec<&
         .collect()
 }
 
-/// The succeeded, non-dry pre run of a post run's release, when there is one (the newest).
-pub fn pre_run_of<'a>(
-    run: &MigrationRun,
-    siblings: &'a [MigrationRun],
-) -> Option<&'a MigrationRun> {
-    same_migration(run, siblings)
+/// The pre run a post run follows, as [`pre_run_of`] finds it.
+#[derive(Debug, Clone, Copy)]
+pub enum PreRun<'a> {
+    /// No pre run of the post run's release was created at or before it: the post run waits.
+    Missing,
+    /// Its pre run has not finished: the post run waits.
+    Unfinished(&'a MigrationRun),
+    /// Its pre run failed, was stopped, or was a dry run: the post run ends `PreRunFailed`.
+    Failed(&'a MigrationRun),
+    /// Its pre run succeeded: the post run may go.
+    Succeeded(&'a MigrationRun),
+}
+
+/// The order in which runs of one Migration were created: by `creationTimestamp` (one-second
+/// resolution), a pre run before a post run created in the same second (whatever the names),
+/// then by name.
+fn created_order(r: &MigrationRun) -> (Option<Timestamp>, u8, String) {
+    (
+        r.metadata.creation_timestamp.as_ref().map(|t| t.0),
+        match r.spec.stage {
+            Stage::Pre => 0,
+            Stage::Post => 1,
+        },
+        r.name_any(),
+    )
+}
+
+/// A post run's pre run: the newest pre run of the same Migration and release created at or
+/// before it (on equal creation time a pre run counts as earlier). Among pre runs created in
+/// the same second, one that has not started is the newest, then the one that started last.
+pub fn pre_run_of<'a>(run: &MigrationRun, siblings: &'a [MigrationRun]) -> PreRun<'a> {
+    let created = run.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    let newest = same_migration(run, siblings)
         .into_iter()
         .filter(|r| {
             r.spec.stage == Stage::Pre
-                && !r.spec.dry_run
                 && same_release(&r.spec.release, &run.spec.release)
-                && r.status.as_ref().is_some_and(succeeded)
+                && r.metadata.creation_timestamp.as_ref().map(|t| t.0) <= created
         })
-        .max_by_key(|r| r.status.as_ref().and_then(|s| s.completion_time.clone()))
+        .max_by_key(|r| {
+            let start = r
+                .status
+                .as_ref()
+                .and_then(|s| s.start_time.as_deref())
+                .map(|t| t.parse::<Timestamp>().ok());
+            (
+                r.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                start.is_none(),
+                start,
+                r.name_any(),
+            )
+        });
+    let Some(pre) = newest else {
+        return PreRun::Missing;
+    };
+    match pre.status.as_ref() {
+        _ if pre.spec.dry_run => PreRun::Failed(pre),
+        Some(s) if succeeded(s) => PreRun::Succeeded(pre),
+        Some(s) if terminal(s) => PreRun::Failed(pre),
+        _ => PreRun::Unfinished(pre),
+    }
+}
+
+/// Why a post run ends because of its pre run ([`PreRun::Failed`]).
+pub fn pre_run_failed(run: &MigrationRun, pre: &MigrationRun) -> String {
+    let how = if pre.spec.dry_run {
+        "was a dry run (spec.dryRun: true): it changed nothing".to_string()
+    } else {
+        let reason = pre
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Succeeded"))
+            .map(|c| c.reason.clone())
+            .filter(|r| !r.is_empty())
+            .unwrap_or_else(|| "Failed".into());
+        format!("did not succeed (reason {reason})")
+    };
+    format!(
+        "pre run {} of release {} {how}; this post run applies nothing. Find out why in `kubectl describe migrationrun {}`, then create a new pre run and a new post run of the release",
+        pre.name_any(),
+        run.spec.release,
+        pre.name_any()
+    )
 }
 
 /// The runs among `runs` (the runs of one Migration, as they stand now) that have not started
@@ -210,8 +295,28 @@ pub fn unblocked(runs: &[MigrationRun]) -> Vec<&MigrationRun> {
 }
 
 /// Why this run may not start yet: another run of the Migration is running or was created
-/// first, or (post) the release's pre run has not succeeded.
+/// first, or (post) its pre run has not finished. A post run whose pre run failed is not
+/// blocked: it is woken to end ([`Gate::PreRunFailed`]).
 fn blocked_by(run: &MigrationRun, all: &[MigrationRun]) -> Option<String> {
+    if run.spec.stage == Stage::Post {
+        match pre_run_of(run, all) {
+            PreRun::Missing => {
+                return Some(format!(
+                    "waiting for the pre run of release {} to succeed",
+                    run.spec.release
+                ));
+            }
+            PreRun::Unfinished(pre) => {
+                return Some(format!(
+                    "waiting for pre run {} of release {} to succeed",
+                    pre.name_any(),
+                    run.spec.release
+                ));
+            }
+            PreRun::Failed(_) => return None,
+            PreRun::Succeeded(_) => {}
+        }
+    }
     let siblings = same_migration(run, all);
     let unfinished = |r: &&&MigrationRun| !r.status.as_ref().is_some_and(terminal);
     if let Some(other) = siblings
@@ -224,12 +329,6 @@ fn blocked_by(run: &MigrationRun, all: &[MigrationRun]) -> Option<String> {
             other.name_any()
         ));
     }
-    let key = |r: &MigrationRun| {
-        (
-            r.metadata.creation_timestamp.clone().map(|t| t.0),
-            r.name_any(),
-        )
-    };
     // A post run waits for its release's pre run, so it never goes before that pre run
     // (whatever the creation order): otherwise each would wait for the other.
     let waits_for_run = |r: &&&MigrationRun| {
@@ -241,20 +340,71 @@ fn blocked_by(run: &MigrationRun, all: &[MigrationRun]) -> Option<String> {
         .iter()
         .filter(unfinished)
         .filter(waits_for_run)
-        .find(|r| key(r) < key(run))
+        .find(|r| created_order(r) < created_order(run))
     {
         return Some(format!(
             "MigrationRun {} of the same Migration was created first",
             earlier.name_any()
         ));
     }
-    if run.spec.stage == Stage::Post && pre_run_of(run, all).is_none() {
-        return Some(format!(
-            "waiting for the pre run of release {} to succeed",
-            run.spec.release
-        ));
-    }
     None
+}
+
+/// The gate as a pipeline step: reads the Migration and (for a run that has not started) the
+/// sibling runs from the controller's view, decides, and claims the start. Goes on with the
+/// Migration.
+pub(super) async fn step(r: &mut Reconcile) -> Step<Migration> {
+    let namespace = r.run.namespace().unwrap_or_default();
+    let migration = r.read_migration().await?;
+    r.run_history_limit = migration.as_ref().and_then(|m| m.spec.run_history_limit);
+    // A run that started is past the gate: its siblings are not needed. They come from the
+    // run controller's store (no request): a change that unblocks a waiting run wakes it.
+    if r.status.start_time.is_none() {
+        r.siblings = r
+            .context
+            .runs
+            .of_migration(&namespace, &r.run.spec.migration_ref);
+    }
+    let decision = gate(&r.run, migration.as_ref(), &r.siblings, Timestamp::now());
+    track_suspension(&mut r.status, &decision, Timestamp::now());
+    let migration = match (decision, migration) {
+        (Gate::Go, Some(m)) => m,
+        (Gate::TimedOut(message), _) => return r.stop(Phase::Failed(message)).await,
+        (Gate::Terminating(message), _) => return r.stop(Phase::Terminating(message)).await,
+        (Gate::PreRunFailed(message), _) => return r.stop(Phase::PreRunFailed(message)).await,
+        (Gate::MigrationDeleted(message), _) => {
+            return r.stop(Phase::DeclarationsChanged(message)).await;
+        }
+        (Gate::Suspended(message), _) => {
+            r.write(&Phase::Suspended(message)).await?;
+            return Ok(ControlFlow::Break(Requeue::requeue(WAKE_FALLBACK)));
+        }
+        (Gate::Wait(message), _) => {
+            r.write(&Phase::Waiting(message)).await?;
+            return Ok(ControlFlow::Break(Requeue::requeue(until_timeout(
+                &r.run, &r.status,
+            ))));
+        }
+        // The gate goes only with a Migration.
+        (Gate::Go, None) => return Ok(ControlFlow::Break(Requeue::requeue(WAKE_FALLBACK))),
+    };
+    // The gate's view may not show a run that another reconcile let start a moment ago: the
+    // start is claimed under one lock, so one run of a Migration starts at a time.
+    if r.status.start_time.is_none()
+        && let Err(holder) =
+            r.context
+                .runs
+                .claim(&namespace, &r.run.spec.migration_ref, &r.run.name_any())
+    {
+        r.write(&Phase::Waiting(format!(
+            "MigrationRun {holder} of the same Migration is running"
+        )))
+        .await?;
+        return Ok(ControlFlow::Break(Requeue::requeue(until_timeout(
+            &r.run, &r.status,
+        ))));
+    }
+    Ok(ControlFlow::Continue(migration))
 }
 
 #[cfg(test)]
@@ -332,18 +482,103 @@ mod tests {
         // While a runs, nobody is unblocked.
         let runs = vec![started(run("a", Stage::Pre, 0)), run("b", Stage::Pre, 5)];
         assert!(unblocked(&runs).is_empty());
-        // The pre run succeeded: its post run, created before it, goes.
+        // The pre run succeeded: its post run, created in the same second, goes.
         let runs = vec![
-            run("post", Stage::Post, 0),
+            run("post", Stage::Post, 1),
             finished(run("pre", Stage::Pre, 1), true),
         ];
         assert_eq!(names(unblocked(&runs)), ["post"]);
-        // It failed: the post run still waits for a pre run that succeeds.
+        // It failed: the post run is woken, to end (PreRunFailed) at once.
         let runs = vec![
-            run("post", Stage::Post, 0),
+            run("post", Stage::Post, 1),
             finished(run("pre", Stage::Pre, 1), false),
         ];
-        assert!(unblocked(&runs).is_empty());
+        assert_eq!(names(unblocked(&runs)), ["post"]);
+        // Neither started, created in the same second: the pre run goes first, whatever the
+        // names.
+        let runs = vec![run("x-post", Stage::Post, 3), run("x-pre", Stage::Pre, 3)];
+        assert_eq!(names(unblocked(&runs)), ["x-pre"]);
+    }
+
+    fn dry(mut r: MigrationRun) -> MigrationRun {
+        r.spec.dry_run = true;
+        r
+    }
+
+    fn reason(g: &Gate) -> String {
+        match g {
+            Gate::PreRunFailed(m) => format!("PreRunFailed: {m}"),
+            Gate::Wait(m) => format!("Wait: {m}"),
+            Gate::Go => "Go".into(),
+            other => format!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_redeploy_whose_new_pre_run_failed_is_not_released_by_last_weeks() {
+        let m = migration(false);
+        let last_week = finished(run("opendesk-v1.18.0-pre-1", Stage::Pre, 0), true);
+        let failed = finished(run("opendesk-v1.18.0-pre-2", Stage::Pre, 600_000), false);
+        let post = run("opendesk-v1.18.0-post-2", Stage::Post, 600_000);
+        let g = gate(&post, Some(&m), &[last_week.clone(), failed], at(600_001));
+        assert!(
+            reason(&g).starts_with(
+                "PreRunFailed: pre run opendesk-v1.18.0-pre-2 of release 1.18.0 did not succeed"
+            ),
+            "{}",
+            reason(&g)
+        );
+        // The new pre run still running: the post run waits for it, not for last week's.
+        let running = started(run("opendesk-v1.18.0-pre-2", Stage::Pre, 600_000));
+        let g = gate(&post, Some(&m), &[last_week.clone(), running], at(600_001));
+        assert_eq!(
+            reason(&g),
+            "Wait: waiting for pre run opendesk-v1.18.0-pre-2 of release 1.18.0 to succeed"
+        );
+        let waiting = run("opendesk-v1.18.0-pre-2", Stage::Pre, 600_000);
+        let g = gate(&post, Some(&m), &[last_week, waiting], at(600_001));
+        assert_eq!(
+            reason(&g),
+            "Wait: waiting for pre run opendesk-v1.18.0-pre-2 of release 1.18.0 to succeed"
+        );
+    }
+
+    #[test]
+    fn a_pre_run_created_after_the_post_run_is_not_its_pre_run() {
+        let m = migration(false);
+        let post = run("post", Stage::Post, 10);
+        let later = finished(run("pre", Stage::Pre, 11), true);
+        assert!(matches!(
+            gate(&post, Some(&m), &[later], at(12)),
+            Gate::Wait(w) if w == "waiting for the pre run of release 1.18.0 to succeed"
+        ));
+    }
+
+    #[test]
+    fn a_stopped_or_dry_pre_run_ends_the_post_run_naming_it() {
+        let m = migration(false);
+        let post = run("post", Stage::Post, 5);
+        let g = gate(&post, Some(&m), &[dry(run("review", Stage::Pre, 5))], at(6));
+        assert!(
+            reason(&g).starts_with("PreRunFailed: pre run review of release 1.18.0 was a dry run"),
+            "{}",
+            reason(&g)
+        );
+        let mut stopped = finished(run("pre", Stage::Pre, 4), false);
+        if let Some(s) = stopped.status.as_mut() {
+            s.conditions[0].reason = "Terminating".into();
+        }
+        let g = gate(&post, Some(&m), &[stopped], at(6));
+        assert!(
+            reason(&g)
+                .contains("pre run pre of release 1.18.0 did not succeed (reason Terminating)"),
+            "{}",
+            reason(&g)
+        );
+        // A dry review before the real pre run: the real one is the newest.
+        let real = finished(run("real", Stage::Pre, 4), true);
+        let review = finished(dry(run("review", Stage::Pre, 3)), true);
+        assert_eq!(gate(&post, Some(&m), &[review, real], at(6)), Gate::Go);
     }
 
     #[test]
@@ -431,15 +666,15 @@ mod tests {
         let mut dry = finished(pre.clone(), true);
         dry.spec.dry_run = true;
         assert!(
-            matches!(gate(&post, Some(&m), &[dry], at(3)), Gate::Wait(w) if w.contains("pre run of release")),
-            "a dry pre run does not count"
+            matches!(gate(&post, Some(&m), &[dry], at(3)), Gate::PreRunFailed(w) if w.contains("was a dry run")),
+            "a dry pre run does not release it"
         );
         assert!(
             matches!(
                 gate(&post, Some(&m), &[finished(pre.clone(), false)], at(3)),
-                Gate::Wait(_)
+                Gate::PreRunFailed(_)
             ),
-            "a failed pre run does not count"
+            "a failed pre run does not release it"
         );
         assert_eq!(
             gate(&post, Some(&m), &[finished(pre, true)], at(3)),

@@ -12,7 +12,7 @@
 //! such an object, or a key outside this scheme is malformed, and the operator never rewrites
 //! a malformed ledger.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use serde_json::{Map, Value};
 use stagehand_config::{Footprint, Release, Stage};
@@ -169,11 +169,24 @@ impl Ledger {
         self.footprints.values().cloned().collect()
     }
 
-    /// Writes this ledger into a Migration's status: `history` and `lastMigratedRelease` are
-    /// a copy of it.
+    /// Writes this ledger into a Migration's status. The mirror never drops anything the
+    /// status holds:
+    /// - `history` becomes the union of both: the ledger's entries (in key order), then every
+    ///   entry of the status whose footprint ([`footprint_of`]: stage, id, tag, runMode) the
+    ///   ledger lacks, in the status's order — entries without a stage, which the ledger cannot
+    ///   key, included. For the same footprint the ledger's entry wins.
+    /// - `lastMigratedRelease` becomes the ledger's; a ledger with none leaves the status's.
+    ///
+    /// Mirroring twice changes nothing more than mirroring once.
     pub fn mirror_into(&self, status: &mut MigrationStatus) {
-        status.history = self.history();
-        status.last_migrated_release = self.last_migrated_release.clone();
+        let recorded: HashSet<Footprint> = self.prints().into_iter().collect();
+        let kept = std::mem::take(&mut status.history)
+            .into_iter()
+            .filter(|entry| footprint_of(entry).is_none_or(|print| !recorded.contains(&print)));
+        status.history = self.history().into_iter().chain(kept).collect();
+        if let Some(release) = &self.last_migrated_release {
+            status.last_migrated_release = Some(release.clone());
+        }
     }
 
     /// The footprints as the planner sees them.
@@ -424,5 +437,63 @@ mod tests {
             tag: Some("v1.18.0".into()),
             run_mode: None
         }));
+    }
+
+    #[test]
+    fn the_mirror_keeps_what_the_status_holds_and_the_ledger_lacks() {
+        let legacy = HistoryEntry {
+            stage: None,
+            id: "legacy".into(),
+            ..HistoryEntry::default()
+        };
+        let only_in_status = entry(Stage::Pre, "a", "v1.17.0", Some("apply"));
+        let mut in_status = entry(Stage::Post, "b", "v1.18.0", None);
+        in_status.run_name = Some("as the status has it".into());
+        let mut status = MigrationStatus {
+            last_migrated_release: Some("v1.17.3".into()),
+            history: vec![only_in_status.clone(), in_status, legacy.clone()],
+            ..MigrationStatus::default()
+        };
+        let mut ledger = Ledger::default();
+        let in_ledger = entry(Stage::Post, "b", "v1.18.0", None);
+        let only_in_ledger = entry(Stage::Pre, "c", "v1.18.0", None);
+        ledger.record(in_ledger.clone());
+        ledger.record(only_in_ledger.clone());
+
+        // A ledger without a release leaves the status's.
+        ledger.mirror_into(&mut status);
+        let union = vec![in_ledger, only_in_ledger, only_in_status, legacy];
+        assert_eq!(
+            status.history, union,
+            "the ledger's first, then the status's own"
+        );
+        assert_eq!(status.last_migrated_release.as_deref(), Some("v1.17.3"));
+
+        ledger.mirror_into(&mut status);
+        assert_eq!(status.history, union, "mirroring again changes nothing");
+
+        ledger.last_migrated_release = Some("v1.18.0".into());
+        ledger.mirror_into(&mut status);
+        assert_eq!(status.last_migrated_release.as_deref(), Some("v1.18.0"));
+
+        // An empty ledger (gone, or not written yet) clears nothing.
+        let before = status.clone();
+        Ledger::default().mirror_into(&mut status);
+        assert_eq!(status, before);
+    }
+
+    #[test]
+    fn a_status_without_keyable_history_seeds_nothing() {
+        assert!(Ledger::from_status(&MigrationStatus::default()).is_empty());
+        let status = MigrationStatus {
+            last_migrated_release: Some(String::new()),
+            history: vec![HistoryEntry {
+                stage: None,
+                id: "legacy".into(),
+                ..HistoryEntry::default()
+            }],
+            ..MigrationStatus::default()
+        };
+        assert!(Ledger::from_status(&status).is_empty());
     }
 }

@@ -1,11 +1,11 @@
 //! The run engine (SPEC section 5) and the controllers of `Migration` and `MigrationRun`.
 //!
 //! A run is a pipeline of named steps, each in its own module: [`gate`] (may it start now),
-//! [`assess`] (history readable, declarations valid), [`freeze`] (the plan frozen into status,
-//! and the check that the Migration still declares it), [`preflight`] (everything the planned
-//! actions need, before the first change), then execution and the finish in [`reconcile`], which runs
-//! the steps in order. The
-//! history's record of truth is a ledger ConfigMap ([`ledger`] is its format, [`history`] reads
+//! [`assess`] (history readable and complete, declarations valid), [`freeze`] (the plan frozen
+//! into status, and the check that the Migration still declares it), [`preflight`]
+//! (everything the planned actions need, before the first change), [`approval`], [`execute`]
+//! and [`finish`]; [`reconcile`] runs them in order, [`finalizer`] keeps a started run until
+//! its action stopped. The history's record of truth is a ledger ConfigMap ([`ledger`] is its format, [`history`] reads
 //! and writes it), mirrored into the Migration's status. [`context`] holds what both
 //! controllers share, [`controller`] wires them to the API server, [`own_crds`] migrates
 //! Stagehand's own CRDs at start-up.
@@ -15,6 +15,9 @@ pub mod assess;
 pub mod conditions;
 pub mod context;
 pub mod controller;
+pub mod execute;
+pub mod finalizer;
+pub mod finish;
 pub mod freeze;
 pub mod gate;
 pub mod history;

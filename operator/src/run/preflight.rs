@@ -1,16 +1,26 @@
 //! Step 4, `preflight`: before the first change of a stage, everything the planned actions
 //! need from the run is checked for the whole stage at once — each needed secret file listed
 //! and present (and every non-optional one present), the object store where a handover is
-//! planned, and each action's own read-only proof of connectivity and credentials. Every
-//! problem is reported together; nothing is applied when there is one.
+//! planned, that the history ledger can be written, and each action's own read-only proof of
+//! connectivity and credentials. Every problem is reported together; nothing is applied when
+//! there is one.
 
 use std::collections::BTreeMap;
+use std::ops::ControlFlow;
 
 use k8s_openapi::api::core::v1::Secret;
-use kube::Client;
 use kube::api::Api;
-use stagehand_actions::action::{Action, ActionContext, SecretValue, Secrets};
+use kube::{Client, ResourceExt};
+use stagehand_actions::action::{Action, ActionContext, RunIdentity, SecretValue, Secrets};
+use stagehand_config::Stage;
+use stagehand_crds::Migration;
 use stagehand_crds::unversioned::SecretFile;
+use tracing::info;
+
+use super::assess::Assessed;
+use super::conditions::Phase;
+use super::freeze::Planned;
+use super::reconcile::{Reconcile, Step};
 
 /// A planned action, built from its declaration, with the name messages give it
 /// (`action <index> <id>`).
@@ -193,6 +203,74 @@ pub fn message(problems: &[String]) -> String {
         problems.len(),
         problems.join("; ")
     )
+}
+
+/// The preflight step: builds the actions' context (the secrets they read) and, on the first
+/// pass, proves everything before the first change; on resume, the secrets are loaded again.
+pub(super) async fn step(
+    r: &mut Reconcile,
+    migration: &Migration,
+    assessed: &Assessed,
+    planned: &Planned,
+) -> Step<ActionContext> {
+    let files = migration.spec.secret_files.as_slice();
+    let store = migration.spec.object_store.as_ref();
+    let actions: Vec<&Prepared> = planned.prepared.iter().map(|(_, p)| p).collect();
+    let needed = needed_files(&actions, store.map(|s| s.secret_key_file.as_str()));
+    let first_pass = r.status.actions.iter().all(|a| a.start_time.is_none());
+    let mut ctx = ActionContext {
+        client: r.context.client.clone(),
+        namespace: r.run.namespace().unwrap_or_default(),
+        secrets: Secrets::default(),
+        object_store: store.cloned(),
+        run: RunIdentity {
+            release: migration.spec.release_version.clone(),
+            name: r.run.metadata.name.clone(),
+            uid: r.run.metadata.uid.clone(),
+            apply_follows: false,
+        },
+        stop: r.context.steering.stop.clone(),
+    };
+    // The run writes the ledger when a tagged action succeeds, and a post run when it ends.
+    let writes_ledger = !r.run.spec.dry_run
+        && (r.run.spec.stage == Stage::Post
+            || r.status.actions.iter().any(|a| {
+                a.decision == stagehand_crds::unversioned::ActionDecision::Run && a.tag.is_some()
+            }));
+    let mut problems = Vec::new();
+    if first_pass && writes_ledger {
+        match assessed.history.prove_writable().await {
+            Ok(()) => {}
+            // Refused (RBAC, a quota, an admission policy): a problem of the stage.
+            Err(e) if e.is_refused() => problems.push(e.to_string()),
+            // Out of reach for a moment: the reconcile is tried again.
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if !planned.prepared.is_empty() {
+        if first_pass {
+            problems.extend(declared_problems(&actions, files, store.is_some(), &needed));
+        }
+        let (secrets, missing) =
+            load_secrets(&r.context.client, &ctx.namespace, files, &needed).await;
+        ctx.secrets = secrets;
+        problems.extend(missing);
+        if first_pass {
+            problems.extend(prove(&actions, &ctx).await);
+        }
+    }
+    if !problems.is_empty() {
+        let message = message(&problems);
+        return if first_pass {
+            r.stop(Phase::PreflightFailed(message)).await
+        } else {
+            r.stop(Phase::Failed(message)).await
+        };
+    }
+    if first_pass && !planned.prepared.is_empty() {
+        info!(actions = planned.prepared.len(), "preflight passed");
+    }
+    Ok(ControlFlow::Continue(ctx))
 }
 
 #[cfg(test)]

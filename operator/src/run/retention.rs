@@ -4,18 +4,28 @@
 //! MigrationRun each time (a run runs once), so without this they pile up. A run that has not
 //! finished is never deleted, and neither is the run that just finished: the tool waiting on
 //! it must see it end.
+//!
+//! Nor is a pre run that a post run may still need: the newest succeeded real
+//! (`spec.dryRun: false`) pre run of a release, as long as no post run of the same Migration
+//! and release created at or after it (a post run follows the newest pre run created at or
+//! before it, see [`super::gate::pre_run_of`]) has succeeded. Dry runs do not push it out:
+//! with `runHistoryLimit: 1`, a real pre run followed by two dry pre runs keeps the real one
+//! until its post run succeeded. Such a run is simply left out of the expired ones: it still
+//! takes its place among the newest `runHistoryLimit`, so at most one run per release is kept
+//! beyond the limit.
 
 use kube::ResourceExt;
 use stagehand_config::Stage;
 use stagehand_crds::MigrationRun;
 
-use super::gate::terminal;
+use super::gate::{same_release, succeeded, terminal};
 
 /// Finished runs kept per Migration and stage when `spec.runHistoryLimit` is not set.
 pub const DEFAULT_RUN_HISTORY_LIMIT: u32 = 10;
 
 /// The finished runs of `migration`'s `stage` beyond the newest `keep` (by creation time,
-/// then name), oldest first, never `finished` itself.
+/// then name), oldest first, never `finished` itself nor a pre run a post run may still need
+/// ([`awaits_its_post_run`]). `runs` are the runs of the Migration, of both stages.
 pub fn expired<'a>(
     runs: &'a [MigrationRun],
     migration: &str,
@@ -32,26 +42,64 @@ pub fn expired<'a>(
                 && r.status.as_ref().is_some_and(terminal)
         })
         .collect();
-    // Newest first: by creation, then (creation times have one-second resolution, and a
-    // tool creates runs within a second) by when they started and ended, then by name.
-    let key = |r: &MigrationRun| {
-        let status = r.status.as_ref();
-        (
-            r.creation_timestamp(),
-            status.and_then(|s| s.start_time.as_deref().map(parse_time)),
-            status.and_then(|s| s.completion_time.as_deref().map(parse_time)),
-            r.name_any(),
-        )
-    };
-    done.sort_by_key(|r| std::cmp::Reverse(key(r)));
+    done.sort_by_key(|r| std::cmp::Reverse(age(r)));
     let keep = usize::try_from(keep.max(1)).unwrap_or(usize::MAX);
     let mut out: Vec<&MigrationRun> = done
         .into_iter()
         .skip(keep)
-        .filter(|r| r.name_any() != finished)
+        .filter(|r| r.name_any() != finished && !awaits_its_post_run(r, runs))
         .collect();
     out.reverse();
     out
+}
+
+/// A run's place in time, oldest first: by creation, then (creation times have one-second
+/// resolution, and a tool creates runs within a second) by when it started and ended, then by
+/// name.
+type Age = (
+    Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    Option<Option<k8s_openapi::jiff::Timestamp>>,
+    Option<Option<k8s_openapi::jiff::Timestamp>>,
+    String,
+);
+
+fn age(r: &MigrationRun) -> Age {
+    let status = r.status.as_ref();
+    (
+        r.creation_timestamp(),
+        status.and_then(|s| s.start_time.as_deref().map(parse_time)),
+        status.and_then(|s| s.completion_time.as_deref().map(parse_time)),
+        r.name_any(),
+    )
+}
+
+/// Whether `pre` is the newest succeeded real (not dry) pre run of its Migration and release
+/// among `runs`, and no post run of that Migration and release created at or after it has
+/// succeeded yet: a post run may still follow it, so it must stay.
+fn awaits_its_post_run(pre: &MigrationRun, runs: &[MigrationRun]) -> bool {
+    let real_success = |r: &MigrationRun| {
+        r.spec.stage == Stage::Pre
+            && !r.spec.dry_run
+            && r.spec.migration_ref == pre.spec.migration_ref
+            && same_release(&r.spec.release, &pre.spec.release)
+            && r.status.as_ref().is_some_and(succeeded)
+    };
+    if !real_success(pre) {
+        return false;
+    }
+    let created = |r: &MigrationRun| r.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    // A newer one being deleted will not be there for the post run.
+    let superseded = runs
+        .iter()
+        .any(|r| real_success(r) && r.metadata.deletion_timestamp.is_none() && age(r) > age(pre));
+    let followed = runs.iter().any(|r| {
+        r.spec.stage == Stage::Post
+            && r.spec.migration_ref == pre.spec.migration_ref
+            && same_release(&r.spec.release, &pre.spec.release)
+            && created(r) >= created(pre)
+            && r.status.as_ref().is_some_and(succeeded)
+    });
+    !superseded && !followed
 }
 
 /// An RFC 3339 time as the operator writes it; unparsable ones sort first (oldest).
@@ -157,6 +205,77 @@ mod tests {
         assert_eq!(
             names(expired(&runs, "opendesk", Stage::Pre, 2, "a-third")),
             ["z-first"]
+        );
+    }
+
+    fn dry(mut r: MigrationRun) -> MigrationRun {
+        r.spec.dry_run = true;
+        r
+    }
+
+    fn release(mut r: MigrationRun, release: &str) -> MigrationRun {
+        r.spec.release = release.into();
+        r
+    }
+
+    fn ended(mut r: MigrationRun, status: &str) -> MigrationRun {
+        let s = r.status.get_or_insert_with(Default::default);
+        s.conditions = vec![Condition {
+            type_: "Succeeded".into(),
+            status: status.into(),
+            reason: "Failed".into(),
+            message: String::new(),
+            observed_generation: Some(1),
+            last_transition_time: Time(Timestamp::UNIX_EPOCH),
+        }];
+        r
+    }
+
+    #[test]
+    fn dry_runs_never_push_out_the_real_pre_run_a_post_run_still_needs() {
+        let mut runs = vec![
+            run("pre-old", Stage::Pre, 90, true),
+            run("pre-real", Stage::Pre, 100, true),
+            run("post", Stage::Post, 105, false),
+            dry(run("dry-1", Stage::Pre, 110, true)),
+            dry(run("dry-2", Stage::Pre, 120, true)),
+        ];
+        assert_eq!(
+            names(expired(&runs, "opendesk", Stage::Pre, 1, "dry-2")),
+            ["pre-old", "dry-1"],
+            "the post run has not succeeded: the real pre run stays (an older one does not)"
+        );
+        // A failed post run, or a succeeded one of another release or created before the
+        // pre run, does not free it either.
+        runs[2] = ended(run("post", Stage::Post, 105, false), "False");
+        runs.push(release(
+            run("post-other", Stage::Post, 130, true),
+            "v1.19.0",
+        ));
+        runs.push(run("post-earlier", Stage::Post, 95, true));
+        assert_eq!(
+            names(expired(&runs, "opendesk", Stage::Pre, 1, "dry-2")),
+            ["pre-old", "dry-1"]
+        );
+        // Once a post run of its release (written either way) succeeded, it may go.
+        runs.push(release(run("post-retry", Stage::Post, 140, true), "1.18.0"));
+        assert_eq!(
+            names(expired(&runs, "opendesk", Stage::Pre, 1, "dry-2")),
+            ["pre-old", "pre-real", "dry-1"]
+        );
+    }
+
+    #[test]
+    fn each_release_keeps_its_own_real_pre_run() {
+        let runs = vec![
+            release(run("pre-18", Stage::Pre, 100, true), "v1.18.0"),
+            release(run("pre-19", Stage::Pre, 110, true), "v1.19.0"),
+            dry(release(run("dry-19", Stage::Pre, 120, true), "v1.19.0")),
+        ];
+        assert_eq!(
+            names(expired(&runs, "opendesk", Stage::Pre, 1, "dry-19")),
+            Vec::<String>::new(),
+            "neither release's post run succeeded"
         );
     }
 }

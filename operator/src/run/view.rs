@@ -21,6 +21,7 @@ use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use serde::Deserialize;
+use stagehand_actions::action::{StopSender, StopSignal};
 use stagehand_config::Stage;
 use stagehand_crds::unversioned::MigrationRunStatus;
 use stagehand_crds::{MigrationRun, MigrationRunSpec};
@@ -35,12 +36,15 @@ pub fn slim(obj: &mut DynamicObject) {
     obj.metadata.managed_fields = None;
 }
 
-/// Whether a watched run is over (its `Succeeded` condition written), without decoding it.
+/// Whether a watched run is over (its `Succeeded` condition written) and settled (it no
+/// longer carries the run finalizer, which the reconciler still has to take off), without
+/// decoding it.
 fn finished(obj: &DynamicObject) -> bool {
     obj.data
         .pointer("/status/conditions")
         .and_then(|c| c.as_array())
         .is_some_and(|c| c.iter().any(|c| c["type"] == "Succeeded"))
+        && !super::finalizer::held(obj.metadata.finalizers.as_deref())
 }
 
 /// A stored run as the typed MigrationRun, or `None` when it does not decode (the
@@ -204,6 +208,29 @@ pub struct RunsView {
     /// it finished counts as finished before the index has it (the run it wakes must not
     /// find it still running).
     overlay: Arc<Mutex<HashMap<(String, String), Overlay>>>,
+    /// The runs whose action executes in this process, by (namespace, name), with the
+    /// sender that stops it: a run deleted meanwhile stops its action at the next safe point.
+    executing: Arc<Mutex<HashMap<(String, String), StopSender>>>,
+}
+
+/// A run registered as executing ([`RunsView::executing`]); dropped, it is no longer.
+#[derive(Debug)]
+pub struct Executing {
+    executing: Arc<Mutex<HashMap<(String, String), StopSender>>>,
+    key: (String, String),
+}
+
+impl Drop for Executing {
+    fn drop(&mut self) {
+        if let Ok(mut e) = self.executing.lock() {
+            e.remove(&self.key);
+        }
+    }
+}
+
+/// Why a deleted run's action is asked to stop.
+pub fn deleted_reason(name: &str) -> String {
+    format!("MigrationRun {name} was deleted")
 }
 
 /// See [`RunsView::overlay`](RunsView).
@@ -233,6 +260,45 @@ impl RunsView {
             resource,
             wake,
             overlay: Arc::new(Mutex::new(HashMap::new())),
+            executing: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+
+    /// Registers run `name` as executing an action: the signal is set when the view sees
+    /// the run deleted (`metadata.deletionTimestamp`), at once if it already does.
+    pub fn executing(&self, namespace: &str, name: &str) -> (Executing, StopSignal) {
+        let (sender, signal) = StopSignal::channel();
+        let key = ObjectRef::new_with(name, self.resource.clone()).within(namespace);
+        if self
+            .store
+            .get(&key)
+            .is_some_and(|o| o.metadata.deletion_timestamp.is_some())
+        {
+            sender.stop(deleted_reason(name));
+        }
+        let key = (namespace.to_string(), name.to_string());
+        if let Ok(mut e) = self.executing.lock() {
+            e.insert(key.clone(), sender);
+        }
+        (
+            Executing {
+                executing: self.executing.clone(),
+                key,
+            },
+            signal,
+        )
+    }
+
+    /// Stops the action of a run this process executes once the run is being deleted.
+    fn stop_if_deleted(&self, obj: &DynamicObject) {
+        if obj.metadata.deletion_timestamp.is_none() {
+            return;
+        }
+        let key = (obj.namespace().unwrap_or_default(), obj.name_any());
+        if let Ok(e) = self.executing.lock()
+            && let Some(sender) = e.get(&key)
+        {
+            sender.stop(deleted_reason(&key.1));
         }
     }
 
@@ -276,6 +342,7 @@ impl RunsView {
             Event::Apply(mut obj) => {
                 remove(&mut finished_runs.index, &obj);
                 drop(finished_runs);
+                self.stop_if_deleted(&obj);
                 slim(&mut obj);
                 writer.apply_watcher_event(&Event::Apply(obj.clone()));
                 Some(obj)
@@ -566,6 +633,53 @@ mod tests {
         assert!(f.view.store.state()[0].metadata.managed_fields.is_none());
     }
 
+    fn with_finalizer(mut obj: DynamicObject, deleting: bool) -> DynamicObject {
+        obj.metadata.finalizers = Some(vec![super::super::finalizer::RUN_FINALIZER.into()]);
+        if deleting {
+            obj.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+        }
+        obj
+    }
+
+    #[test]
+    fn a_finished_run_still_holding_its_finalizer_is_reconciled_to_let_it_go() {
+        let mut f = fixture();
+        let held = with_finalizer(object("r", done(true)), false);
+        assert!(f.apply(Event::Apply(held)).is_some());
+        assert_eq!(f.stored(), ["r"]);
+        assert!(f.indexed().is_empty());
+        // Let go: indexed as finished.
+        assert!(f.apply(Event::Apply(object("r", done(true)))).is_none());
+        assert_eq!(f.indexed(), ["r"]);
+    }
+
+    #[tokio::test]
+    async fn a_run_deleted_while_its_action_executes_is_asked_to_stop() {
+        let mut f = fixture();
+        f.apply(Event::Apply(with_finalizer(object("r", running()), false)));
+        let (executing, signal) = f.view.executing("ns", "r");
+        f.apply(Event::Apply(with_finalizer(
+            object("other", running()),
+            true,
+        )));
+        assert_eq!(
+            signal.reason(),
+            None,
+            "another run's deletion is not this one's"
+        );
+        f.apply(Event::Apply(with_finalizer(object("r", running()), true)));
+        signal.requested().await;
+        assert_eq!(
+            signal.reason().as_deref(),
+            Some("MigrationRun r was deleted")
+        );
+        drop(executing);
+        assert!(f.view.executing.lock().unwrap().is_empty());
+        // Registered after the view saw the deletion: stopped at once.
+        let (_again, signal) = f.view.executing("ns", "r");
+        assert!(signal.check().is_err());
+    }
+
     #[test]
     fn a_finished_run_is_indexed_not_stored_nor_reconciled() {
         let mut f = fixture();
@@ -630,10 +744,10 @@ mod tests {
         let mut next = object("next-post", json!({}));
         next.data["spec"]["stage"] = json!("post");
         let next = decode(&next).unwrap();
-        assert_eq!(
-            super::super::gate::pre_run_of(&next, &runs).map(ResourceExt::name_any),
-            Some("pre".to_string())
-        );
+        assert!(matches!(
+            super::super::gate::pre_run_of(&next, &runs),
+            super::super::gate::PreRun::Succeeded(p) if p.name_any() == "pre"
+        ));
         let expired = super::super::retention::expired(&runs, "opendesk", Stage::Pre, 1, "x");
         assert_eq!(
             expired.iter().map(|r| r.name_any()).collect::<Vec<_>>(),
