@@ -67,16 +67,16 @@ fn deletes(sim: &ProvisioningSim) -> usize {
         .count()
 }
 
-/// Item 1: a redeploy of v1.18.0 (both runs applied again, in the same second) whose new pre
-/// run fails. Last week's succeeded pre run of the same release must not release the new post
-/// run: it ends `PreRunFailed` at once, naming the new pre run, and applies nothing.
+/// Item 1: a redeploy of v1.18.0 (both runs applied again) whose new pre run fails, after a
+/// first deployment whose pre run succeeded and whose post run failed (the release is not
+/// recorded). That older succeeded pre run must not release the new post run: it ends
+/// `PreRunFailed` at once, naming the new pre run, and applies nothing.
 #[tokio::test]
 async fn a_redeploy_whose_new_pre_run_fails_ends_its_post_run_at_once() {
     let client = client().await;
     install_crds();
     let ns = TestNamespace::new(&client, "prod-redeploy").await;
     apply(&statefulset(&ns.name, "web", 0));
-    apply(&statefulset(&ns.name, "after", 0));
     let _operator = OperatorProcess::start(&ns.name);
     apply(
         &Migration::new(&ns.name)
@@ -92,27 +92,20 @@ async fn a_redeploy_whose_new_pre_run_fails_ends_its_post_run_at_once() {
             MigrationRun::new(&ns.name, &format!("post-{n}"), "post").to_yaml()
         )
     };
+    // The first deployment: the pre run succeeds, the post run fails (no `after` yet).
     apply(&both(1));
-    wait(&ns.name, "migrationrun/post-1", "Ready");
-    assert_eq!(replicas(&ns.name, "after"), 1);
-    ok(
-        "scale after back",
-        &kubectl(&["scale", "statefulset/after", "-n", &ns.name, "--replicas=0"]),
-    );
+    wait(&ns.name, "migrationrun/pre-1", "Ready");
+    wait(&ns.name, "migrationrun/post-1", "Stalled");
 
-    // The workload of the pre stage is gone: the new pre run fails.
+    // The redeploy: `after` exists now, but the pre stage's workload is gone, so the new pre
+    // run fails.
+    apply(&statefulset(&ns.name, "after", 0));
     ok(
         "delete web",
         &kubectl(&["delete", "statefulset", "web", "-n", &ns.name]),
     );
     apply(&both(2));
-    wait(&ns.name, "migrationrun/post-2", "Stalled");
-    let post = get(&ns.name, "migrationrun/post-2");
-    assert_eq!(
-        condition(&post, "Ready")["reason"],
-        "PreRunFailed",
-        "{post}"
-    );
+    let post = reason_becomes(&ns.name, "migrationrun/post-2", "PreRunFailed").await;
     assert!(
         message(&post).starts_with("pre run pre-2 of release v1.18.0 did not succeed"),
         "{post}"
@@ -123,11 +116,7 @@ async fn a_redeploy_whose_new_pre_run_fails_ends_its_post_run_at_once() {
             .is_none_or(|a| a.iter().all(|a| a["startTime"].is_null())),
         "the post run applied nothing: {post}"
     );
-    assert_eq!(
-        replicas(&ns.name, "after"),
-        0,
-        "the post action did not run"
-    );
+    assert_eq!(replicas(&ns.name, "after"), 0, "the post action did not run");
     let pre = get(&ns.name, "migrationrun/pre-2");
     assert_eq!(condition(&pre, "Succeeded")["status"], "False", "{pre}");
 }
@@ -136,7 +125,7 @@ async fn a_redeploy_whose_new_pre_run_fails_ends_its_post_run_at_once() {
 /// GitOps prune). The action stops at its next safe point (between two DELETEs), the run ends
 /// `Terminating` saying what was stopped (an Event outlives it), then the object goes; the run
 /// waiting behind it starts only after that, and finishes the work without repeating it.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_deleted_inside_its_action_stops_it_before_the_next_run_starts() {
     let client = client().await;
     install_crds();
@@ -238,37 +227,64 @@ async fn a_run_deleted_inside_its_action_stops_it_before_the_next_run_starts() {
     );
 }
 
-/// Item 3: a namespace whose quota allows no further ConfigMap. The ledger cannot be created,
-/// so the preflight fails naming it and the API server's answer; no action changed anything.
+/// Removes the cluster-scoped admission policy `name` and its binding when dropped.
+struct Policy(String);
+
+impl Drop for Policy {
+    fn drop(&mut self) {
+        let _ = kubectl(&[
+            "delete",
+            "validatingadmissionpolicybinding,validatingadmissionpolicy",
+            &self.0,
+            "--ignore-not-found",
+        ]);
+    }
+}
+
+/// Item 3: an admission policy refuses to create the ledger (as a platform team's policy, an
+/// RBAC gap or a quota would). The preflight proves the write before the first change, so the
+/// run ends `PreflightFailed` naming the ConfigMap and the API server's answer, and no action
+/// changed anything (before, the action ran and its footprint could not be recorded).
 #[tokio::test]
 async fn a_ledger_the_api_server_refuses_fails_the_preflight_before_any_change() {
     let client = client().await;
     install_crds();
-    let ns = TestNamespace::new(&client, "prod-quota").await;
+    let ns = TestNamespace::new(&client, "prod-refused").await;
     apply(&statefulset(&ns.name, "web", 1));
     running_pods(&ns.name, "web", 1).await;
-    let used = stdout(&kubectl(&[
-        "get",
-        "configmaps",
-        "-n",
-        &ns.name,
-        "-o",
-        "name",
-    ]))
-    .lines()
-    .count();
+    let policy = Policy(format!("deny-ledger-{}", ns.name));
     apply(&format!(
-        "apiVersion: v1\nkind: ResourceQuota\nmetadata: {{name: no-more-configmaps, namespace: {}}}\nspec: {{hard: {{configmaps: \"{used}\"}}}}\n",
-        ns.name
+        r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {{name: {p}}}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - {{apiGroups: [""], apiVersions: ["v1"], operations: ["CREATE"], resources: ["configmaps"]}}
+  validations:
+  - expression: "object.metadata.name != 'opendesk-history'"
+    message: "no history ledgers in this namespace"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {{name: {p}}}
+spec:
+  policyName: {p}
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector: {{matchLabels: {{kubernetes.io/metadata.name: {ns}}}}}
+"#,
+        p = policy.0,
+        ns = ns.name
     ));
-    wait_for(
-        "the quota to be counted",
-        Duration::from_secs(60),
-        || async {
-            let q = get(&ns.name, "resourcequota/no-more-configmaps");
-            q["status"]["hard"]["configmaps"].is_string().then_some(())
-        },
-    )
+    // The policy takes a moment to be enforced.
+    wait_for("the policy to refuse", Duration::from_secs(60), || async {
+        let out = kubectl(&[
+            "create", "configmap", "opendesk-history", "-n", &ns.name, "--dry-run=server",
+        ]);
+        (!out.status.success()).then_some(())
+    })
     .await;
     let _operator = OperatorProcess::start(&ns.name);
     apply(
@@ -281,8 +297,15 @@ async fn a_ledger_the_api_server_refuses_fails_the_preflight_before_any_change()
     let pre = reason_becomes(&ns.name, "migrationrun/pre", "PreflightFailed").await;
     let m = message(&pre);
     assert!(
-        m.contains(&format!("{}/opendesk-history", ns.name)) && m.contains("forbidden"),
+        m.contains(&format!(
+            "the operator may not create the history ledger ConfigMap {}/opendesk-history",
+            ns.name
+        )) && m.contains("no history ledgers in this namespace"),
         "names the ledger and the API server's answer: {m}"
+    );
+    assert!(
+        pre["status"]["actions"][0]["startTime"].is_null(),
+        "no action started: {pre}"
     );
     assert_eq!(replicas(&ns.name, "web"), 1, "nothing was applied");
     assert!(ledger(&ns.name).is_none());
@@ -291,7 +314,7 @@ async fn a_ledger_the_api_server_refuses_fails_the_preflight_before_any_change()
 /// Item 3: the ledger deleted while a run is going. The next footprint is not written into a
 /// ledger started from nothing: it is written again from the Migration's history (the first
 /// action's footprint kept), `status.history` loses nothing, and an Event says so.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ledger_deleted_while_a_run_is_going_is_written_again_from_the_history() {
     let client = client().await;
     install_crds();
