@@ -12,12 +12,12 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
-    OperatorProcess, TestNamespace, apply, client, condition, create_secret, first_action_started,
-    footprints, get, install_crds, kubectl, ledger, ok, reason_becomes, replicas, running_pods,
-    statefulset, status_time, stdout, wait, wait_for,
+    OperatorProcess, TestNamespace, apply, client, condition, first_action_started, footprints,
+    get, install_crds, kubectl, ledger, ok, provisioning_sim, reason_becomes, replicas,
+    running_pods, statefulset, status_time, wait, wait_for,
 };
 use stagehand_simulators::http::FaultRule;
-use stagehand_simulators::provisioning::{self, ProvisioningConfig, ProvisioningSim};
+use stagehand_simulators::provisioning::ProvisioningSim;
 
 fn message(obj: &Value) -> String {
     condition(obj, "Ready")["message"]
@@ -45,19 +45,6 @@ fn events(ns: &str, name: &str) -> Vec<Value> {
         .as_array()
         .cloned()
         .unwrap_or_default()
-}
-
-async fn provisioning_sim(ns: &str, names: &[&str]) -> ProvisioningSim {
-    let password = format!("prov-{}-S3cret", std::process::id());
-    let sim = provisioning::start(ProvisioningConfig::new("admin", &password))
-        .await
-        .unwrap();
-    for name in names {
-        sim.state()
-            .add_subscription(name, &[("udm", "users/user")], false, "c");
-    }
-    create_secret(ns, "provisioning", "password", &password);
-    sim
 }
 
 fn deletes(sim: &ProvisioningSim) -> usize {
@@ -116,7 +103,11 @@ async fn a_redeploy_whose_new_pre_run_fails_ends_its_post_run_at_once() {
             .is_none_or(|a| a.iter().all(|a| a["startTime"].is_null())),
         "the post run applied nothing: {post}"
     );
-    assert_eq!(replicas(&ns.name, "after"), 0, "the post action did not run");
+    assert_eq!(
+        replicas(&ns.name, "after"),
+        0,
+        "the post action did not run"
+    );
     let pre = get(&ns.name, "migrationrun/pre-2");
     assert_eq!(condition(&pre, "Succeeded")["status"], "False", "{pre}");
 }
@@ -281,7 +272,12 @@ spec:
     // The policy takes a moment to be enforced.
     wait_for("the policy to refuse", Duration::from_secs(60), || async {
         let out = kubectl(&[
-            "create", "configmap", "opendesk-history", "-n", &ns.name, "--dry-run=server",
+            "create",
+            "configmap",
+            "opendesk-history",
+            "-n",
+            &ns.name,
+            "--dry-run=server",
         ]);
         (!out.status.success()).then_some(())
     })

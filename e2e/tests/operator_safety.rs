@@ -15,11 +15,11 @@ use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::slapd::{BASE_DN, ROOT_PASSWORD, Slapd, SlapdOptions};
 use stagehand_e2e::{
     OperatorProcess, TestNamespace, apply, client, condition, create_secret, first_action_started,
-    get, install_crds, kubectl, kubectl_stdin, ledger, ok, reason_becomes, replicas, running_pods,
-    statefulset, status_time, stdout, wait, wait_for,
+    get, install_crds, kubectl, kubectl_stdin, ledger, ok, provisioning_sim, reason_becomes,
+    replicas, running_pods, statefulset, status_time, stdout, wait, wait_for,
 };
 use stagehand_simulators::http::FaultRule;
-use stagehand_simulators::provisioning::{self, ProvisioningConfig, ProvisioningSim};
+use stagehand_simulators::provisioning::ProvisioningSim;
 
 fn run(ns: &str, name: &str, stage: &str) -> String {
     MigrationRun::new(ns, name, stage).to_yaml()
@@ -46,19 +46,6 @@ fn drop_subscription(sim: &ProvisioningSim, name: &str) -> Action {
         "provisioning": {"url": sim.api_url(), "username": "admin", "requestTimeoutSeconds": 20},
         "subscriptions": [name],
     }))
-}
-
-async fn provisioning_sim(ns: &str, names: &[&str]) -> ProvisioningSim {
-    let password = format!("prov-{}-S3cret", std::process::id());
-    let sim = provisioning::start(ProvisioningConfig::new("admin", &password))
-        .await
-        .unwrap();
-    for name in names {
-        sim.state()
-            .add_subscription(name, &[("udm", "users/user")], false, "c");
-    }
-    create_secret(ns, "provisioning", "password", &password);
-    sim
 }
 
 fn reason(obj: &Value) -> String {

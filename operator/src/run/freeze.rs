@@ -90,6 +90,21 @@ pub fn frozen(status: &MigrationRunStatus) -> Option<Fingerprint> {
     })
 }
 
+/// How `current` differs from the fingerprint a run froze into `status` (its first change),
+/// or `None` when it does not, or the run planned before plans were frozen.
+fn difference(status: &MigrationRunStatus, current: &Fingerprint) -> Option<String> {
+    let plan = status.frozen_plan.as_ref()?;
+    if plan.digest == current.digest() {
+        return None;
+    }
+    let then = frozen(status)?;
+    Some(
+        current
+            .first_change(&then)
+            .map_or_else(|| "the declarations changed".to_string(), |c| c.to_string()),
+    )
+}
+
 /// `Some(message)` when the Migration's declarations for the run's stage are no longer the
 /// ones the run planned.
 pub fn declarations_changed(
@@ -97,15 +112,12 @@ pub fn declarations_changed(
     current: &Fingerprint,
     generation: Option<i64>,
 ) -> Option<String> {
-    let plan = status.frozen_plan.as_ref()?;
-    if plan.digest == current.digest() {
-        return None;
-    }
-    let then = frozen(status)?;
-    let change = current
-        .first_change(&then)
-        .map_or_else(|| "the declarations changed".to_string(), |c| c.to_string());
-    let generations = match (plan.migration_generation, generation) {
+    let change = difference(status, current)?;
+    let planned = status
+        .frozen_plan
+        .as_ref()
+        .and_then(|p| p.migration_generation);
+    let generations = match (planned, generation) {
         (Some(a), Some(b)) => format!(" (Migration generation {a} when planned, now {b})"),
         _ => String::new(),
     };
@@ -123,14 +135,7 @@ pub fn pre_run_outdated(
     status: &MigrationRunStatus,
     current: &Fingerprint,
 ) -> Option<String> {
-    let plan = status.frozen_plan.as_ref()?;
-    if plan.digest == current.digest() {
-        return None;
-    }
-    let then = frozen(status)?;
-    let change = current
-        .first_change(&then)
-        .map_or_else(|| "the declarations changed".to_string(), |c| c.to_string());
+    let change = difference(status, current)?;
     Some(format!(
         "the Migration's pre-stage declarations changed since pre run {pre} planned them: {change}. This post run applies nothing: create a new pre run (it plans the current pre stage) and a new post run of the release"
     ))
