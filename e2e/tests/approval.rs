@@ -27,10 +27,13 @@ async fn message_contains(ns: &str, what: &str, text: &str) -> Value {
         Duration::from_secs(60),
         || async {
             let obj = get(ns, what);
-            condition(&obj, "Ready")["message"]
-                .as_str()
-                .is_some_and(|m| m.contains(text))
-                .then_some(obj)
+            // Until the operator's first status write the run has no condition yet.
+            let has = obj["status"]["conditions"].as_array().is_some_and(|c| {
+                c.iter().any(|c| {
+                    c["type"] == "Ready" && c["message"].as_str().is_some_and(|m| m.contains(text))
+                })
+            });
+            has.then_some(obj)
         },
     )
     .await
