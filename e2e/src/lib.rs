@@ -751,3 +751,11 @@ pub async fn provisioning_sim(
     create_secret(ns, "provisioning", "password", &password);
     sim
 }
+
+/// How many DELETE requests the Provisioning API simulator `sim` received.
+pub fn provisioning_deletes(sim: &stagehand_simulators::provisioning::ProvisioningSim) -> usize {
+    sim.requests()
+        .iter()
+        .filter(|r| r.method == "DELETE")
+        .count()
+}

@@ -13,11 +13,10 @@ use serde_json::{Value, json};
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
     OperatorProcess, TestNamespace, apply, client, condition, first_action_started, footprints,
-    get, install_crds, kubectl, ledger, ok, provisioning_sim, reason_becomes, replicas,
-    running_pods, statefulset, status_time, wait, wait_for,
+    get, install_crds, kubectl, ledger, ok, provisioning_deletes as deletes, provisioning_sim,
+    reason_becomes, replicas, running_pods, statefulset, status_time, wait, wait_for,
 };
 use stagehand_simulators::http::FaultRule;
-use stagehand_simulators::provisioning::ProvisioningSim;
 
 fn message(obj: &Value) -> String {
     condition(obj, "Ready")["message"]
@@ -45,13 +44,6 @@ fn events(ns: &str, name: &str) -> Vec<Value> {
         .as_array()
         .cloned()
         .unwrap_or_default()
-}
-
-fn deletes(sim: &ProvisioningSim) -> usize {
-    sim.requests()
-        .iter()
-        .filter(|r| r.method == "DELETE")
-        .count()
 }
 
 /// Item 1: a redeploy of v1.18.0 (both runs applied again) whose new pre run fails, after a

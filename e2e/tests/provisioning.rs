@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 use stagehand_actions::action::{ActionContext, SecretValue, Secrets};
 use stagehand_actions::instantiate;
-use stagehand_e2e::offline_client;
+use stagehand_e2e::{offline_client, provisioning_deletes as deletes};
 use stagehand_simulators::http::FaultRule;
 use stagehand_simulators::provisioning::{self, ProvisioningConfig, ProvisioningSim};
 
@@ -73,13 +73,6 @@ fn action(
         }),
     )
     .unwrap()
-}
-
-fn deletes(sim: &ProvisioningSim) -> usize {
-    sim.requests()
-        .iter()
-        .filter(|r| r.method == "DELETE")
-        .count()
 }
 
 /// Registers the OX Connector with the v1.18 topics, as its registration job does.
