@@ -474,11 +474,18 @@ impl Session {
         parse_scan_reply(reply)
     }
 
-    /// Walks the whole database with SCAN. Counting walks one cursor at a time, so that every
-    /// key is counted once. Deleting walks [`LANES`] parts of the cursor space at once (so that
-    /// the server always has the next call queued) and UNLINKs what it finds in batches sent
-    /// while the walk goes on; the last call of a part may run into the next part, so `found`
-    /// can count a key twice there, while `deleted` (UNLINK's own count) is exact.
+    /// Walks the whole database with SCAN. Counting ([`Delete::Nothing`]) walks one cursor at
+    /// a time. Deleting walks [`LANES`] parts of the cursor space at once (so that the server
+    /// always has the next call queued) and UNLINKs what it selects in batches sent while the
+    /// walk goes on. The last call of a part may run into the next part, so a key can be
+    /// returned twice; every count but `deleted` (UNLINK's own count, exact) is of distinct
+    /// keys, by their digests.
+    ///
+    /// SCAN's guarantee: a key present from the start to the end of a full walk is returned by
+    /// it. So after a [`Delete::All`] walk, every key that matched when it started and was not
+    /// deleted by somebody else was returned, and its digest is in [`Sweep::seen`]; a later
+    /// walk that finds a key whose digest is not there finds a key created after the first
+    /// walk started ([`Delete::Only`] keeps those).
     ///
     /// Once `signal` asks to stop, each part stops before its next SCAN call (the safe point:
     /// the UNLINKs sent are awaited and counted) and the sweep answers
@@ -486,22 +493,49 @@ impl Session {
     pub async fn sweep(
         &self,
         pattern: &str,
-        delete: bool,
+        delete: Delete<'_>,
         signal: &StopSignal,
     ) -> Result<Sweep, SweepError> {
         let stop = AtomicBool::new(false);
-        let lanes = if delete { LANES } else { 1 };
-        let results = futures::future::join_all(
-            (0..lanes).map(|lane| self.sweep_lane(pattern, delete, lane, lanes, &stop, signal)),
-        )
+        let lanes = if matches!(delete, Delete::Nothing) {
+            1
+        } else {
+            LANES
+        };
+        let digests = match delete {
+            Delete::Only(earlier) => earlier.empty_like(),
+            Delete::Nothing | Delete::All => KeyDigests::new(),
+        };
+        let results = futures::future::join_all((0..lanes).map(|lane| {
+            self.sweep_lane(
+                pattern,
+                delete,
+                Lane {
+                    lane,
+                    lanes,
+                    seen: digests.empty_like(),
+                    kept: digests.empty_like(),
+                },
+                &stop,
+                signal,
+            )
+        }))
         .await;
-        let mut total = Sweep::default();
+        let mut total = Sweep {
+            found: 0,
+            deleted: 0,
+            seen: digests.empty_like(),
+            kept: 0,
+        };
+        let mut kept = digests.empty_like();
         let mut error = None;
         for result in results {
             match result {
-                Ok(sweep) => {
-                    total.found += sweep.found;
-                    total.deleted += sweep.deleted;
+                Ok(lane) => {
+                    total.found += lane.found;
+                    total.deleted += lane.deleted;
+                    total.seen.extend(lane.seen);
+                    kept.extend(lane.kept);
                 }
                 Err(e) => {
                     total.deleted += e.deleted;
@@ -509,6 +543,11 @@ impl Session {
                 }
             }
         }
+        if !matches!(delete, Delete::Nothing) {
+            // Distinct keys: a part's last call may have returned keys of the next part.
+            total.found = (total.seen.len() + kept.len()) as u64;
+        }
+        total.kept = kept.len() as u64;
         match error {
             Some(error) => Err(SweepError {
                 error,
@@ -523,12 +562,12 @@ impl Session {
     async fn sweep_lane(
         &self,
         pattern: &str,
-        delete: bool,
-        lane: u64,
-        lanes: u64,
+        delete: Delete<'_>,
+        mut part: Lane,
         stop: &AtomicBool,
         signal: &StopSignal,
-    ) -> Result<Sweep, SweepError> {
+    ) -> Result<LaneSweep, SweepError> {
+        let (lane, lanes) = (part.lane, part.lanes);
         let mut found = 0u64;
         let mut deleted = 0u64;
         let mut batch: Vec<Key> = Vec::with_capacity(UNLINK_BATCH);
@@ -537,7 +576,7 @@ impl Session {
         loop {
             if stop.load(Ordering::Relaxed) {
                 deleted += drain(&mut unlinks).await;
-                return Ok(Sweep { found, deleted });
+                return Ok(part.done(found, deleted));
             }
             if let Err(error) = signal.check() {
                 // The keys of `batch` were found but not sent: the next sweep finds them again.
@@ -556,21 +595,37 @@ impl Session {
                 }
             };
             found += keys.len() as u64;
-            if delete {
-                batch.extend(keys);
-                while batch.len() >= UNLINK_BATCH {
-                    let rest = batch.split_off(UNLINK_BATCH);
-                    let full = std::mem::replace(&mut batch, rest);
-                    self.spawn_unlink(&mut unlinks, full);
+            match delete {
+                Delete::Nothing => {}
+                Delete::All => {
+                    for key in &keys {
+                        part.seen.insert(key.as_bytes());
+                    }
+                    batch.extend(keys);
                 }
-                while unlinks.len() > UNLINKS_IN_FLIGHT {
-                    if let Some(done) = unlinks.join_next().await {
-                        deleted += self.unlinked(done, &mut unlinks, deleted, stop).await?;
+                Delete::Only(earlier) => {
+                    for key in keys {
+                        if earlier.contains(key.as_bytes()) {
+                            part.seen.insert(key.as_bytes());
+                            batch.push(key);
+                        } else {
+                            part.kept.insert(key.as_bytes());
+                        }
                     }
                 }
-                while let Some(done) = unlinks.try_join_next() {
+            }
+            while batch.len() >= UNLINK_BATCH {
+                let rest = batch.split_off(UNLINK_BATCH);
+                let full = std::mem::replace(&mut batch, rest);
+                self.spawn_unlink(&mut unlinks, full);
+            }
+            while unlinks.len() > UNLINKS_IN_FLIGHT {
+                if let Some(done) = unlinks.join_next().await {
                     deleted += self.unlinked(done, &mut unlinks, deleted, stop).await?;
                 }
+            }
+            while let Some(done) = unlinks.try_join_next() {
+                deleted += self.unlinked(done, &mut unlinks, deleted, stop).await?;
             }
             if lane_done(lane, lanes, next) {
                 break;
@@ -583,7 +638,7 @@ impl Session {
         while let Some(done) = unlinks.join_next().await {
             deleted += self.unlinked(done, &mut unlinks, deleted, stop).await?;
         }
-        Ok(Sweep { found, deleted })
+        Ok(part.done(found, deleted))
     }
 
     fn spawn_unlink(&self, unlinks: &mut JoinSet<Result<i64, FredError>>, keys: Vec<Key>) {
@@ -629,13 +684,106 @@ async fn drain(unlinks: &mut JoinSet<Result<i64, FredError>>) -> u64 {
     n
 }
 
+/// What a walk deletes of the keys it finds.
+#[derive(Debug, Clone, Copy)]
+pub enum Delete<'a> {
+    /// Nothing: the walk counts, one cursor at a time.
+    Nothing,
+    /// Every key it finds; their digests are remembered ([`Sweep::seen`]).
+    All,
+    /// The keys an earlier [`Delete::All`] walk deleted (by digest) that are there again;
+    /// the others were created after that walk started and are kept ([`Sweep::kept`]).
+    Only(&'a KeyDigests),
+}
+
 /// What one walk over the database found and deleted.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone)]
 pub struct Sweep {
-    /// Keys the walk found matching the pattern.
+    /// Keys the walk found matching the pattern (distinct keys, except when counting).
     pub found: u64,
     /// Keys it deleted (what the server answered to UNLINK).
     pub deleted: u64,
+    /// The digests of the keys it sent to UNLINK.
+    pub seen: KeyDigests,
+    /// Keys it found and kept ([`Delete::Only`]): distinct keys created after the earlier
+    /// walk started.
+    pub kept: u64,
+}
+
+/// The 64-bit digests of a set of key names: 8 bytes a key, whatever its length (a million
+/// sessions cost about 16 MiB). The digest is keyed per process; two names sharing a digest
+/// (odds about n²/2⁶⁵: 3·10⁻⁸ for a million keys) make a later [`Delete::Only`] walk delete
+/// a new key it should have kept, never keep an old one.
+#[derive(Debug, Clone)]
+pub struct KeyDigests {
+    hasher: RandomState,
+    digests: std::collections::HashSet<u64>,
+}
+
+impl KeyDigests {
+    fn new() -> Self {
+        Self {
+            hasher: RandomState::new(),
+            digests: std::collections::HashSet::new(),
+        }
+    }
+
+    /// An empty set with the same digest (so that its digests compare with this one's).
+    fn empty_like(&self) -> Self {
+        Self {
+            hasher: self.hasher.clone(),
+            digests: std::collections::HashSet::new(),
+        }
+    }
+
+    fn insert(&mut self, key: &[u8]) {
+        self.digests.insert(self.hasher.hash_one(key));
+    }
+
+    fn contains(&self, key: &[u8]) -> bool {
+        self.digests.contains(&self.hasher.hash_one(key))
+    }
+
+    fn extend(&mut self, other: Self) {
+        self.digests.extend(other.digests);
+    }
+
+    /// How many distinct keys.
+    pub fn len(&self) -> usize {
+        self.digests.len()
+    }
+
+    /// Whether it holds no key.
+    pub fn is_empty(&self) -> bool {
+        self.digests.is_empty()
+    }
+}
+
+/// One part of the cursor space and what its walk remembers.
+struct Lane {
+    lane: u64,
+    lanes: u64,
+    seen: KeyDigests,
+    kept: KeyDigests,
+}
+
+impl Lane {
+    fn done(self, found: u64, deleted: u64) -> LaneSweep {
+        LaneSweep {
+            found,
+            deleted,
+            seen: self.seen,
+            kept: self.kept,
+        }
+    }
+}
+
+/// What the walk of one part found.
+struct LaneSweep {
+    found: u64,
+    deleted: u64,
+    seen: KeyDigests,
+    kept: KeyDigests,
 }
 
 /// A walk that failed, with the keys it had deleted by then.
