@@ -193,15 +193,39 @@ impl Config {
                 let dir = DirectDirectory::connect(&settings).await.map_err(failed)?;
                 Ok(Box::new(dir))
             }
-            None => Ok(Box::new(ExecDirectory::new(
-                KubeExec::new(
-                    ctx.client.clone(),
-                    &ctx.namespace,
-                    &self.ldap.pod,
-                    &self.ldap.container,
-                ),
-                POD_LDAPI_URL,
-            ))),
+            None => Ok(Box::new(self.exec_directory(ctx))),
+        }
+    }
+
+    /// The exec transport in `ldap.pod`/`ldap.container` of the run's namespace.
+    fn exec_directory(&self, ctx: &ActionContext) -> ExecDirectory<KubeExec> {
+        ExecDirectory::new(
+            KubeExec::new(
+                ctx.client.clone(),
+                &ctx.namespace,
+                &self.ldap.pod,
+                &self.ldap.container,
+            ),
+            POD_LDAPI_URL,
+        )
+    }
+
+    /// The transport's proof before the first change of a stage, changing nothing (every
+    /// action with an `ldap` of [`Ldap`] uses it): the direct transport connects and binds; the
+    /// exec transport proves that the pod exists and runs, has the container, that the operator
+    /// may `create pods/exec` on it, and that a read-only `ldapsearch` of the base DN succeeds
+    /// in it ([`ExecDirectory::preflight`]).
+    pub async fn prove_transport(&self, ctx: &ActionContext) -> Result<(), ActionError> {
+        match &self.ldap.url {
+            Some(_) => self.directory(ctx).await.map(drop),
+            None => self
+                .exec_directory(ctx)
+                .preflight(
+                    &self.ldap.base_dn,
+                    Duration::from_secs(self.ldap.request_timeout_seconds.max(1)),
+                )
+                .await
+                .map_err(|problem| ActionError::Failed(problem.to_string())),
         }
     }
 
@@ -382,10 +406,11 @@ impl Action for Config {
         self.dry_run
     }
 
-    /// The direct transport connects and binds as planning does; the exec transport talks to
-    /// nobody here (its first `ldapsearch` in the pod is planning's).
+    /// The direct transport connects and binds as planning does; the exec transport proves the
+    /// pod, the container, the `pods/exec` right and a read-only search of the base DN
+    /// ([`Config::prove_transport`]).
     fn preflight<'a>(&'a self, ctx: &'a ActionContext) -> BoxFuture<'a, Result<(), ActionError>> {
-        Box::pin(async move { self.directory(ctx).await.map(drop) })
+        Box::pin(async move { self.prove_transport(ctx).await })
     }
 }
 

@@ -70,11 +70,7 @@ impl ActionConfig for Config {
     const ID: &'static str = "ox_names_to_object_identifier";
 
     fn semantic_issues(&self) -> Vec<ConfigIssue> {
-        let mut issues = crate::ldap_entryuuid_to_object_identifier::Config {
-            dry_run: self.dry_run,
-            ldap: self.ldap.clone(),
-        }
-        .semantic_issues();
+        let mut issues = self.ldap_action().semantic_issues();
         if let Some(url) = &self.ox_app_suite.soap_url
             && let Err(e) = OxClient::new(
                 url,
@@ -413,14 +409,18 @@ impl Config {
         .map_err(|e| ActionError::Failed(e.to_string()))
     }
 
-    /// The directory the config selects (see [`crate::ldap_entryuuid_to_object_identifier`]).
-    pub async fn directory(&self, ctx: &ActionContext) -> Result<Box<dyn Directory>, ActionError> {
+    /// The same `ldap` as `ldap_entryuuid_to_object_identifier` sees it: one transport, one
+    /// preflight proof for both actions.
+    fn ldap_action(&self) -> crate::ldap_entryuuid_to_object_identifier::Config {
         crate::ldap_entryuuid_to_object_identifier::Config {
             dry_run: self.dry_run,
             ldap: self.ldap.clone(),
         }
-        .directory(ctx)
-        .await
+    }
+
+    /// The directory the config selects (see [`crate::ldap_entryuuid_to_object_identifier`]).
+    pub async fn directory(&self, ctx: &ActionContext) -> Result<Box<dyn Directory>, ActionError> {
+        self.ldap_action().directory(ctx).await
     }
 
     fn ox_failed(&self, ox: &OxClient, e: OxError, context: Option<u32>) -> ActionError {
@@ -831,14 +831,15 @@ impl Action for Config {
         self.dry_run
     }
 
-    /// OX's credential (`listAll` of the contexts) and, with the direct transport, the LDAP
-    /// bind. Nothing of the IAM is read: the identifiers planning matches by are rewritten by
-    /// `ldap_entryuuid_to_object_identifier` earlier in the stage.
+    /// OX's credential (`listAll` of the contexts) and the LDAP transport: the direct one
+    /// binds; the exec one proves the pod, the container, the `pods/exec` right and a read-only
+    /// search of the base DN alone. No IAM object is read: the identifiers planning matches by
+    /// are rewritten by `ldap_entryuuid_to_object_identifier` earlier in the stage.
     fn preflight<'a>(&'a self, ctx: &'a ActionContext) -> BoxFuture<'a, Result<(), ActionError>> {
         Box::pin(async move {
             let ox = self.ox_client(ctx)?;
             self.ox_contexts(&ox).await?;
-            self.directory(ctx).await.map(drop)
+            self.ldap_action().prove_transport(ctx).await
         })
     }
 }

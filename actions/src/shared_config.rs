@@ -206,7 +206,8 @@ pub struct Ldap {
     /// The DN to bind as with `url`; left out, `cn=admin,<baseDn>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bind_dn: Option<String>,
-    /// Timeout of connecting and of each request of the direct transport.
+    /// Timeout of connecting and of each request of the direct transport, and of the exec
+    /// transport's read-only search in its preflight.
     #[serde(default = "Ldap::default_timeout")]
     #[schemars(range(min = 1))]
     pub request_timeout_seconds: u64,

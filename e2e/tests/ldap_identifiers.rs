@@ -607,11 +607,47 @@ spec:
         "{err}"
     );
     assert!(err.contains("ldapsearch failed ("), "{err}");
+    // The stage's preflight finds the same before any change: the pod runs and may be
+    // executed in, but the read-only search of the base DN does not succeed.
+    let err = tokio::time::timeout(Duration::from_secs(60), act.preflight(&ctx))
+        .await
+        .expect("the preflight ends")
+        .unwrap_err()
+        .to_string();
+    eprintln!("preflight against the kwok pod: {err}");
+    assert!(
+        err.starts_with(&format!(
+            "a read-only ldapsearch of the base DN {BASE_DN} in container main of pod {}/ums-ldap-server-primary-0 failed: ",
+            ns.name
+        )),
+        "{err}"
+    );
+    let wrong_container = action(json!({"ldap": {"container": "openldap"}}));
+    let err = wrong_container
+        .preflight(&ctx)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        format!(
+            "pod {}/ums-ldap-server-primary-0 has no container openldap (it has: main): set ldap.container to the LDAP server's container",
+            ns.name
+        )
+    );
 
     let missing = action(json!({"ldap": {"pod": "no-such-pod"}}));
     let err = missing.plan(&ctx).await.unwrap_err().to_string();
     assert!(err.contains("pod no-such-pod, container main"), "{err}");
     assert!(err.contains("does not exist"), "{err}");
+    let err = missing.preflight(&ctx).await.unwrap_err().to_string();
+    assert!(
+        err.starts_with(&format!(
+            "pod {}/no-such-pod not found: set ldap.pod to the pod running the primary LDAP server",
+            ns.name
+        )),
+        "{err}"
+    );
 }
 
 #[tokio::test]
@@ -824,5 +860,27 @@ async fn exec_transport_through_the_kubernetes_exec_api() {
         "pod ums-ldap-server-primary-0, container main, namespace {}",
         ns.name
     );
+    // The preflight's whole proof through the exec API: pod, container, the pods/exec right
+    // (a SelfSubjectAccessReview) and the read-only base search, which finds the base DN; a
+    // base DN the server does not hold fails it, saying which setting to fix.
+    let before = snapshot(&slapd);
+    tokio::time::timeout(within, dir.preflight(BASE_DN, within))
+        .await
+        .expect("the preflight ends")
+        .unwrap();
+    let err = tokio::time::timeout(within, dir.preflight("dc=no-such-base", within))
+        .await
+        .expect("the preflight ends")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with(&format!(
+            "a read-only ldapsearch of the base DN dc=no-such-base in container main of pod {}/ums-ldap-server-primary-0 failed: ldapsearch failed (",
+            ns.name
+        )) && err.contains("No such object (32)")
+            && err.ends_with("set ldap.baseDn to the directory's base DN (ldap.baseDn is dc=no-such-base)"),
+        "{err}"
+    );
+    assert_eq!(snapshot(&slapd), before, "the preflight changed nothing");
     exec_transport_fixes_what_differs(&slapd, &dir, &where_).await;
 }

@@ -7,7 +7,10 @@
 //! waiting for the end of its standard input, which the exec API cannot always signal.
 //!
 //! Running the command is behind [`CommandRunner`]: [`KubeExec`] is the Kubernetes exec API;
-//! tests can run the same command lines against a local server.
+//! tests can run the same command lines against a local server. [`preflight`] proves the
+//! transport before the first change of a stage.
+
+pub mod preflight;
 
 use std::fmt;
 
@@ -175,6 +178,36 @@ impl CommandRunner for KubeExec {
     }
 }
 
+/// `ldapsearch` bound with SASL EXTERNAL over `ldapi_url`, LDIF unwrapped, with `options`,
+/// searching `base` with `scope` for `filter` and returning `attrs`.
+fn ldapsearch(
+    ldapi_url: &str,
+    options: &[&str],
+    scope: &str,
+    base: &str,
+    filter: &str,
+    attrs: &[&str],
+) -> Vec<String> {
+    let head = [
+        "ldapsearch",
+        "-LLL",
+        "-Q",
+        "-Y",
+        "EXTERNAL",
+        "-H",
+        ldapi_url,
+        "-o",
+        "ldif-wrap=no",
+    ];
+    let tail = ["-s", scope, "-b", base, filter];
+    head.iter()
+        .chain(options)
+        .chain(&tail)
+        .chain(attrs)
+        .map(|s| s.to_string())
+        .collect()
+}
+
 /// A kube error of an exec request, with what usually causes it spelled out.
 fn exec_error_message(e: &kube::Error) -> String {
     match e {
@@ -211,29 +244,14 @@ impl<R: CommandRunner> ExecDirectory<R> {
 
     /// The `ldapsearch` command line of a paged subtree search.
     pub fn search_command(&self, base: &str, filter: &str, attrs: &[&str]) -> Vec<String> {
-        let mut argv: Vec<String> = [
-            "ldapsearch",
-            "-LLL",
-            "-Q",
-            "-Y",
-            "EXTERNAL",
-            "-H",
+        ldapsearch(
             &self.ldapi_url,
-            "-o",
-            "ldif-wrap=no",
-            "-E",
-            "pr=1000/noprompt",
-            "-s",
+            &["-E", "pr=1000/noprompt"],
             "sub",
-            "-b",
             base,
             filter,
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        argv.extend(attrs.iter().map(|a| a.to_string()));
-        argv
+            attrs,
+        )
     }
 
     /// The command line that applies `len` bytes of change records from standard input
