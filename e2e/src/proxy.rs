@@ -8,6 +8,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use stagehand_simulators::http::LoggedRequest;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -71,6 +72,31 @@ impl Drop for CutProxy {
         self.cut.send_replace(true);
         self.task.abort();
     }
+}
+
+/// The extra arguments of one replica of a two-replica test: its Lease identity `id`, which
+/// the User-Agent of its requests names (see [`replica_of`]), and probe and metrics ports of
+/// its own.
+pub fn replica_args(id: &str) -> [&str; 6] {
+    [
+        "--leader-election-identity",
+        id,
+        "--probe-address",
+        "127.0.0.1:0",
+        "--metrics-address",
+        "127.0.0.1:0",
+    ]
+}
+
+/// The replica that sent a request a simulator logged, from its User-Agent
+/// (`stagehand/<version> (<identity>)`); `unknown` when it names none.
+pub fn replica_of(request: &LoggedRequest) -> &str {
+    request
+        .user_agent
+        .as_deref()
+        .and_then(|ua| ua.rsplit_once(" ("))
+        .and_then(|(_, id)| id.strip_suffix(')'))
+        .unwrap_or("unknown")
 }
 
 /// The `host:port` of the first cluster of a kubeconfig (the API server it names).

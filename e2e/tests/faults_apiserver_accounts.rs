@@ -170,7 +170,7 @@ async fn the_api_server_lost_mid_functional_accounts_export() {
     } else if logged("action applied; writing its result") {
         "finished the export, could not write its result"
     } else {
-        "exited inside the export (past its handover the export takes no stop; the replica exits before its Lease can expire)"
+        "exited inside the export before it reached a safe point (a request in flight when the replica had to exit, 1 s before its Lease could expire)"
     };
     eprintln!(
         "kube-apiserver: stopped after the first mailbox was deleted ({rows_at_stop} of {rows} rows left then, {} when it came back after {:.1} s; `ctl stop` took {:.1} s); the leader {how} and exited non-zero ({} exit(s) in all); Ready {:.1} s after the stop; {} SOAP and {} UDM deletes, none repeated",

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
-use stagehand_e2e::proxy::{CutProxy, api_server_of};
+use stagehand_e2e::proxy::{CutProxy, api_server_of, replica_args, replica_of};
 use stagehand_e2e::{
     OperatorProcess, TestNamespace, client, create_secret, get, install_crds, kubeconfig, kubectl,
     stdout, wait_for, wait_up_to,
@@ -38,17 +38,6 @@ fn lease_holder(ns: &str) -> String {
         "-o",
         "jsonpath={.spec.holderIdentity}",
     ]))
-}
-
-fn replica(r: &LoggedRequest) -> &str {
-    let ua = r.user_agent.as_deref().unwrap_or_default();
-    if ua.ends_with("(replica-a)") {
-        "replica-a"
-    } else if ua.ends_with("(replica-b)") {
-        "replica-b"
-    } else {
-        "unknown"
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -75,26 +64,16 @@ async fn a_leader_cut_off_from_the_api_server_stops_before_its_lease_can_expire(
     let config = kubeconfig();
     let proxy = CutProxy::start(api_server_of(&config)).await.unwrap();
     let through_proxy = proxy.kubeconfig(&config);
-    let args = |id: &'static str| {
-        [
-            "--leader-election-identity",
-            id,
-            "--probe-address",
-            "127.0.0.1:0",
-            "--metrics-address",
-            "127.0.0.1:0",
-        ]
-    };
     let mut a = OperatorProcess::start_with(
         &ns.name,
         through_proxy.to_str().unwrap(),
-        &args("replica-a"),
+        &replica_args("replica-a"),
     );
     wait_for("replica-a to lead", Duration::from_secs(60), || async {
         (lease_holder(&ns.name) == "replica-a").then_some(())
     })
     .await;
-    let mut b = OperatorProcess::start_with(&ns.name, &config, &args("replica-b"));
+    let mut b = OperatorProcess::start_with(&ns.name, &config, &replica_args("replica-b"));
 
     stagehand_e2e::apply(
         &Migration::new(&ns.name)
@@ -177,7 +156,7 @@ async fn a_leader_cut_off_from_the_api_server_stops_before_its_lease_can_expire(
 
     // The request log: replica-a's requests all came before replica-b's first one.
     let log = sim.requests();
-    let by_replica: Vec<&str> = log.iter().map(replica).collect();
+    let by_replica: Vec<&str> = log.iter().map(replica_of).collect();
     assert!(
         !by_replica.contains(&"unknown"),
         "every request names its replica: {log:?}"
@@ -188,7 +167,7 @@ async fn a_leader_cut_off_from_the_api_server_stops_before_its_lease_can_expire(
         .expect("replica-b sent requests");
     let a_after: Vec<&LoggedRequest> = log[first_b..]
         .iter()
-        .filter(|r| replica(r) == "replica-a")
+        .filter(|r| replica_of(r) == "replica-a")
         .collect();
     assert!(
         a_after.is_empty(),
@@ -209,7 +188,7 @@ async fn a_leader_cut_off_from_the_api_server_stops_before_its_lease_can_expire(
     for r in &log {
         if r.method == "DELETE" && matches!(r.status, Some(200 | 204)) {
             let name = r.path.rsplit('/').next().unwrap_or_default().to_string();
-            deleted.entry(name).or_default().push(replica(r));
+            deleted.entry(name).or_default().push(replica_of(r));
         }
     }
     for name in &names {

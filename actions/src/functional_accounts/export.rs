@@ -24,6 +24,12 @@
 //! created again under its name is another run, and so is a run without a uid (the library
 //! called outside the operator). A handover is never rewritten with fewer accounts than it
 //! holds, and nothing is removed before the handover is durable.
+//!
+//! **Stopping** (the operator's stop signal: lost leadership, shutdown, the run deleted): before
+//! the handover is written, and after it at every safe point of the removal (between two
+//! requests, every request in flight awaited). The handover already describes every account
+//! then, so the same run, resumed by the next leader or the restarted operator, continues the
+//! export from it (the "continue" case above) and sends requests only for what is left.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -292,7 +298,8 @@ struct Clients {
     store: HandoverStore,
     /// The run, recorded in the handover.
     run: RunIdentity,
-    /// The operator's stop: honoured up to the handover write (see `export`).
+    /// The operator's stop: honoured before the handover write and at every safe point of the
+    /// removal after it (see [`Config::remove`]).
     stop: StopSignal,
 }
 
@@ -912,10 +919,8 @@ impl Config {
             }
         }
 
-        // The last safe point: before the handover nothing is changed, so a stop here leaves
-        // the whole export to the next run. After it the export goes to its end whatever the
-        // operator asks (the batches below get no stop signal): a later run does not continue
-        // an export stopped part way (see `stop`), it would leave work by hand.
+        // Before the handover nothing is changed, so a stop here leaves the whole export to the
+        // next run of the action. The removal after it stops at its own safe points (`remove`).
         c.stop.check()?;
         // 1. The handover, durable before anything is removed.
         let doc = self.document(&c.run, &s.accounts, &s.ox);
@@ -953,6 +958,14 @@ impl Config {
     /// the OX secondary accounts of `recorded` that `s.ox` holds, deletes `s.objects` (the
     /// accounts still in the IAM) and reads both back. Answers when the OX removal and the IAM
     /// deletion ended, counted from `started`.
+    ///
+    /// Stops when the operator asks (`c.stop`: the replica lost its leadership, is shutting
+    /// down, or the run is being deleted) at each safe point: before the first request, between
+    /// two requests of each batch (the ones in flight are awaited and counted), between the OX
+    /// removal and the IAM deletion, and before the read-back. All of them come after the
+    /// handover, which describes every account, the ones already gone too: the run's next pass
+    /// continues from it (`continues`), reads OX and the IAM again and sends requests only for
+    /// what is left, so nothing is sent twice and no account is lost.
     async fn remove(
         &self,
         c: &Clients,
@@ -962,6 +975,12 @@ impl Config {
     ) -> Result<(Duration, Duration), ActionError> {
         let key = self.key();
         let total = recorded.len();
+        // The accounts deleted from the IAM before this pass (a continued export).
+        let gone_before = total.saturating_sub(s.objects.len());
+        let stopped = |e, deleted, done: &str| self.stopped_after_handover(e, total, deleted, done);
+        c.stop
+            .check()
+            .map_err(|e| stopped(e, gone_before, "no removal was sent yet"))?;
 
         // 2. The OX secondary accounts, per context by primary address, for every user.
         let wanted: BTreeSet<String> = recorded
@@ -990,7 +1009,7 @@ impl Config {
         let removed = run_bounded(
             futures::stream::iter(jobs),
             IN_FLIGHT,
-            &StopSignal::never(),
+            &c.stop,
             |(ctx, addr, n)| async move {
                 tracing::info!(context = ctx, address = %addr, user_entries = n, "removing mailbox (secondary account) in OX App Suite");
                 let r = c
@@ -1004,24 +1023,32 @@ impl Config {
             },
         )
         .await;
-        let note = format!(
-            "{}; no Functional Account was deleted from the IAM yet",
-            removed.report(
-                mailbox_jobs,
-                &mailboxes(mailbox_jobs),
-                "removed in OX App Suite"
-            )
+        let ox_report = removed.report(
+            mailbox_jobs,
+            &mailboxes(mailbox_jobs),
+            "removed in OX App Suite",
         );
+        if let Some(e) = removed.stop_error() {
+            return Err(stopped(e, gone_before, &ox_report));
+        }
+        let note = format!("{ox_report}; no Functional Account was deleted from the IAM yet");
         if let Some((_, e)) = removed.into_first_failure() {
             return Err(self.after_handover(self.ox_failed(&c.ox, e), total, &note));
         }
         let removed_ox = started.elapsed();
+        let ox_done = format!(
+            "every mailbox was removed in OX App Suite ({})",
+            mailboxes(mailbox_jobs)
+        );
+        c.stop
+            .check()
+            .map_err(|e| stopped(e, gone_before, &ox_done))?;
 
         // 3. The UDM objects.
         let deleted = run_bounded(
             futures::stream::iter(s.objects.iter().zip(&s.accounts)),
             IN_FLIGHT,
-            &StopSignal::never(),
+            &c.stop,
             |(o, a)| async move {
                 match c.udm.delete(o.uri.as_str(), None).await {
                     Ok(existed) => {
@@ -1045,10 +1072,16 @@ impl Config {
                 "deleted from the IAM"
             )
         );
+        if let Some(e) = deleted.stop_error() {
+            return Err(stopped(e, gone_before + deleted.succeeded, &ox_done));
+        }
         if let Some((_, e)) = deleted.into_first_failure() {
             return Err(self.after_handover(e, total, &note));
         }
         let deleted_udm = started.elapsed();
+        c.stop
+            .check()
+            .map_err(|e| stopped(e, total, &format!("{ox_done}; only the read-back is left")))?;
 
         // 4. Read back: OX, then the IAM.
         self.read_back(&c.ox, recorded).await?;
@@ -1082,12 +1115,26 @@ impl Config {
         ActionError::Failed(format!(
             "{e}. The handover {:?} is written and describes {}; {done}. A rerun stops because Functional Accounts are still in the IAM: finish by hand as the message of that rerun says (remove the remaining accounts' secondary accounts in OX App Suite, delete them from the IAM, keep the handover), then run the stage again",
             self.key(),
-            if total == 1 {
-                "the account".to_string()
-            } else {
-                format!("all {total} accounts")
-            },
+            all_accounts(total),
         ))
+    }
+
+    /// The error of a stop asked after the handover is durable: `stop` ([`ActionError::Stopped`])
+    /// with how far the removal got (`done`; `deleted` of the `total` accounts are gone from
+    /// the IAM) and how the export goes on. Not a failure: the run stays resumable.
+    fn stopped_after_handover(
+        &self,
+        stop: ActionError,
+        total: usize,
+        deleted: usize,
+        done: &str,
+    ) -> ActionError {
+        stop.after(Some(format!(
+            "{done}; {deleted} of {} deleted from the IAM. The handover {:?} is written and describes {} (the ones already gone too): when this run is resumed (by the next leader, or by this operator after a restart) it continues the export from the handover and sends requests only for what is left; a new run does not continue it, and stops naming what is left to finish by hand",
+            plural(total, "Functional Account"),
+            self.key(),
+            all_accounts(total),
+        )))
     }
 }
 
@@ -1112,6 +1159,15 @@ fn continues(
         && remaining
             .iter()
             .all(|a| described.contains(&a.entry_uuid.to_lowercase()))
+}
+
+/// `the account`, `all 3 accounts`.
+fn all_accounts(total: usize) -> String {
+    if total == 1 {
+        "the account".to_string()
+    } else {
+        format!("all {total} accounts")
+    }
 }
 
 /// `1 mailbox`, `3 mailboxes`.
@@ -1295,6 +1351,123 @@ mod tests {
         let mut other_release = doc.clone();
         other_release.release = "v1.19.0".into();
         assert!(!continues(&run, &other_release, &left));
+    }
+
+    /// Clients of servers that refuse every connection (port 9 on loopback): a request sent
+    /// fails, so an answer that is a stop proves none was sent.
+    fn unreachable_clients(stop: StopSignal) -> Clients {
+        let settings = stagehand_config::ObjectStore {
+            endpoint: "http://127.0.0.1:9".into(),
+            bucket: "migrations".into(),
+            region: None,
+            path_style: Some(true),
+            insecure_skip_tls_verify: None,
+            ca_bundle: None,
+            access_key_id: "stagehand".into(),
+            secret_key_file: "objectstore-migrations-secret-key".into(),
+        };
+        let secret = crate::action::SecretValue::new("s3-secret");
+        let timeout = Duration::from_secs(2);
+        Clients {
+            udm: UdmClient::new(
+                "http://127.0.0.1:9/univention/udm/",
+                "cn=admin",
+                crate::action::SecretValue::new("pw"),
+                timeout,
+            )
+            .unwrap(),
+            ox: OxClient::new(
+                "http://127.0.0.1:9",
+                "admin",
+                crate::action::SecretValue::new("pw"),
+                timeout,
+            )
+            .unwrap(),
+            store: HandoverStore::connect(&settings, &secret, timeout).unwrap(),
+            run: RunIdentity::default(),
+            stop,
+        }
+    }
+
+    /// The survey of `n` accounts in the IAM, each with one mailbox in OX context 1.
+    fn survey_of(n: usize) -> Survey {
+        let accounts: Vec<FunctionalAccount> =
+            (0..n).map(|i| account(&format!("uuid-{i}"))).collect();
+        let objects = accounts
+            .iter()
+            .map(|a| UdmObject {
+                dn: a.dn.clone(),
+                object_type: FUNCTIONAL_ACCOUNT.into(),
+                id: Some(a.name.clone()),
+                position: Some(a.position.clone()),
+                uuid: Some(a.entry_uuid.clone()),
+                properties: serde_json::Map::new(),
+                uri: reqwest::Url::parse(&format!(
+                    "http://127.0.0.1:9/univention/udm/{FUNCTIONAL_ACCOUNT}/{}",
+                    a.dn
+                ))
+                .unwrap(),
+                server_uri: None,
+                etag: None,
+            })
+            .collect();
+        let rows = accounts
+            .iter()
+            .enumerate()
+            .map(|(i, a)| SecondaryAccount {
+                id: Some(i as u32),
+                user_id: Some(3),
+                primary_address: Some(a.mail_primary_address.clone()),
+                name: Some(a.name.clone()),
+                login: None,
+            })
+            .collect();
+        Survey {
+            existing: None,
+            accounts,
+            objects,
+            ox: vec![ContextRows { id: 1, rows }],
+        }
+    }
+
+    #[tokio::test]
+    async fn the_removal_after_the_handover_stops_when_asked_sending_nothing() {
+        let (sender, signal) = StopSignal::channel();
+        sender.stop("this replica is no longer the leader (the renew deadline passed)");
+        let c = unreachable_clients(signal);
+        let config: Config = serde_json::from_value(serde_json::json!({})).unwrap();
+        let s = survey_of(3);
+        let e = config
+            .remove(&c, &s.accounts, &s, Instant::now())
+            .await
+            .expect_err("a stopped removal does not succeed");
+        assert!(e.is_stop(), "a stop, not a failure: {e}");
+        let message = e.to_string();
+        for part in [
+            "stopped at a safe point: this replica is no longer the leader",
+            "no removal was sent yet; 0 of 3 Functional Accounts deleted from the IAM",
+            "The handover \"ox-functional-accounts.yaml\" is written and describes all 3 accounts",
+            "when this run is resumed (by the next leader",
+            "continues the export from the handover",
+        ] {
+            assert!(message.contains(part), "{part:?} in {message}");
+        }
+
+        // A continued pass (one account already deleted from the IAM) counts it as deleted.
+        let mut continued = survey_of(3);
+        continued.objects.remove(0);
+        continued.accounts.remove(0);
+        let recorded = survey_of(3).accounts;
+        let e = config
+            .remove(&c, &recorded, &continued, Instant::now())
+            .await
+            .expect_err("a stopped removal does not succeed");
+        assert!(e.is_stop(), "{e}");
+        assert!(
+            e.to_string()
+                .contains("1 of 3 Functional Accounts deleted from the IAM"),
+            "{e}"
+        );
     }
 
     #[test]

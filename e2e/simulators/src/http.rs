@@ -35,7 +35,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -66,6 +66,8 @@ pub struct SimRequest {
     pub headers: HeaderMap,
     /// The request body.
     pub body: Bytes,
+    /// When it reached the simulator (its body read), by the wall clock.
+    pub received: SystemTime,
 }
 
 /// What a simulator implements to run on [`SimServer`].
@@ -423,6 +425,10 @@ pub struct LoggedRequest {
     /// The request's `User-Agent` (Stagehand names its replica there), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_agent: Option<String>,
+    /// When it reached the simulator (its body read, before any delay a fault adds), in
+    /// milliseconds since the Unix epoch: what a test compares with a Lease's `renewTime`.
+    #[serde(default)]
+    pub received_unix_ms: u64,
 }
 
 #[derive(Debug, Default)]
@@ -469,6 +475,10 @@ impl<P: Protocol> Shared<P> {
                 .get(header::USER_AGENT)
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_string),
+            received_unix_ms: request
+                .received
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
         });
     }
 
@@ -728,6 +738,7 @@ async fn dispatch<P: Protocol>(
         query: parts.uri.query().map(str::to_string),
         headers: parts.headers,
         body,
+        received: SystemTime::now(),
     };
     if request.path == "/_sim" || request.path.starts_with("/_sim/") {
         return control(&shared, &request);

@@ -635,7 +635,20 @@ async fn control_api_steers_faults_and_shows_requests_and_state() {
         .send()
         .await
         .unwrap();
-    let log = json_of(c.get(format!("{base}/_sim/requests")).send().await.unwrap()).await;
+    let mut log = json_of(c.get(format!("{base}/_sim/requests")).send().await.unwrap()).await;
+    // Each entry says when it arrived (wall clock, ms), in order.
+    let mut arrived = Vec::new();
+    for entry in log.as_array_mut().unwrap() {
+        let at = entry
+            .as_object_mut()
+            .unwrap()
+            .remove("received_unix_ms")
+            .and_then(|v| v.as_u64())
+            .unwrap();
+        assert!(at > 1_700_000_000_000, "{at}");
+        arrived.push(at);
+    }
+    assert!(arrived.is_sorted(), "{arrived:?}");
     assert_eq!(
         log,
         json!([
