@@ -20,7 +20,7 @@ pub use declarations::{
 };
 pub use fingerprint::{Change, Fingerprint};
 pub use object_store::ObjectStore;
-pub use plan::{Decision, Plan, PlannedAction, Reason, plan_stage};
+pub use plan::{Decision, Plan, PlannedAction, Reason, declared_footprint, plan_stage};
 pub use problems::{Finding, Problem, ProblemCode, Warning, WarningCode};
 pub use series::{Release, Series, VersionError, Window};
 pub use validate::{Report, validate};
@@ -112,6 +112,13 @@ pub trait ActionCatalog {
     /// unknown id or an invalid config.
     fn needs(&self, _id: &str, _config: &serde_json::Value) -> Needs {
         Needs::default()
+    }
+
+    /// Pairs of action ids that belong together besides the handovers (which `needs` tells):
+    /// applying one without the other leaves a state the release cannot work with, so opting
+    /// out of one and not the other is `HalfOptOut`.
+    fn pairs(&self) -> &'static [[&'static str; 2]] {
+        &[]
     }
 }
 

@@ -134,18 +134,27 @@ fn decide(
     if !window.includes(last) {
         return (Decision::Skip, Reason::OutsideWindow);
     }
-    if d.tag.is_some() {
-        let footprint = Footprint {
-            stage,
-            id: d.id.clone().unwrap_or_default(),
-            tag: d.tag.clone(),
-            run_mode: d.run_mode.clone(),
-        };
-        if context.history.contains(&footprint) {
-            return (Decision::Skip, Reason::FootprintRecorded);
-        }
+    if let Some(footprint) = declared_footprint(stage, d)
+        && context.history.contains(&footprint)
+    {
+        return (Decision::Skip, Reason::FootprintRecorded);
     }
     (Decision::Run, Reason::InWindow)
+}
+
+/// The footprint whose presence in the history skips the declaration `d` of `stage`
+/// (`FootprintRecorded`): `(stage, id, tag, runMode)` exactly as declared. `None` for an
+/// untagged declaration (its runMode gates nothing) or one without an id. This is the one
+/// matcher of history to declarations: the planner and `stagehand import-opendesk` (which
+/// lists the history entries it matches nowhere) both ask it.
+pub fn declared_footprint(stage: Stage, d: &Declaration) -> Option<Footprint> {
+    d.tag.as_ref()?;
+    Some(Footprint {
+        stage,
+        id: d.id.clone()?,
+        tag: d.tag.clone(),
+        run_mode: d.run_mode.clone(),
+    })
 }
 
 /// A skip entry matches stage, id and tag exactly, including the absence of a tag.

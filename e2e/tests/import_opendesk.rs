@@ -224,3 +224,62 @@ async fn an_imported_history_is_not_run_again() {
     let values: Vec<&str> = secrets.iter().map(|(_, v)| v.as_str()).collect();
     assert_no_secret_leak(&ns, &values, &texts);
 }
+
+/// A history the values disagree with (`ldap_entryuuid_to_object_identifier` recorded with
+/// runMode `default`, declared `apply`) is listed and `--apply` writes nothing, unless
+/// `--allow-unmatched`; the ledger written carries the GitOps annotations.
+#[tokio::test]
+async fn an_unmatched_history_is_refused_and_nothing_is_written() {
+    let client = client().await;
+    install_crds();
+    let ns = TestNamespace::new(&client, "import-unm").await;
+    let ns = ns.name.clone();
+    let status = status_configmap(&ns).replace(
+        "{id: ldap_entryuuid_to_object_identifier, stage: pre, tag: \"v1.18.0\", runMode: apply}",
+        "{id: ldap_entryuuid_to_object_identifier, stage: pre, tag: \"v1.18.0\", runMode: default}",
+    );
+    assert!(status.contains("runMode: default"), "{status}");
+    ok(
+        "create migrations-status",
+        &kubectl_stdin(&["apply", "-f", "-"], Some(&status)),
+    );
+
+    let out = import(&ns, "--apply");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("warning Unmatched: history[1] (id ldap_entryuuid_to_object_identifier, stage pre, tag v1.18.0, runMode default) matches no declared action: pre ldap_entryuuid_to_object_identifier is declared with tag v1.18.0 and runMode apply"),
+        "{err}"
+    );
+    assert!(err.contains("nothing was written"), "{err}");
+    assert!(stdout(&out).is_empty(), "{}", stdout(&out));
+    assert!(!exists(&ns, "configmap/opendesk-history"));
+    assert!(!exists(&ns, "migration/opendesk"));
+
+    let out = stagehand(&[
+        "import-opendesk",
+        "--values",
+        VALUES,
+        "--from-cluster",
+        "-n",
+        &ns,
+        "--apply",
+        "--allow-unmatched",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let ledger = get(&ns, "configmap/opendesk-history");
+    for (key, value) in [
+        ("argocd.argoproj.io/compare-options", "IgnoreExtraneous"),
+        ("argocd.argoproj.io/sync-options", "Prune=false"),
+        ("kustomize.toolkit.fluxcd.io/reconcile", "disabled"),
+    ] {
+        assert_eq!(ledger["metadata"]["annotations"][key], value, "{key}");
+    }
+    assert!(
+        footprints(&ledger, "")
+            .iter()
+            .any(|k| k.contains("ldap_entryuuid_to_object_identifier.v1.18.0.default")),
+        "the entry is kept as recorded: {ledger}"
+    );
+    assert!(exists(&ns, "migration/opendesk"));
+}

@@ -47,15 +47,27 @@ fn tmp(name: &str, text: &str) -> String {
     path.display().to_string()
 }
 
-/// Runs the import; asserts exit 0; returns the objects printed (`-o json`).
-fn import(args: &[&str]) -> Vec<Value> {
+/// Runs the import; asserts exit 0; returns the `-o json` report.
+fn report(args: &[&str]) -> Value {
     let mut all = vec!["import-opendesk", "-o", "json"];
     all.extend_from_slice(args);
     let out = stagehand(&all);
     assert_eq!(code(&out), 0, "{}\n{}", stdout(&out), stderr(&out));
-    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(list["kind"], "List");
-    list["items"].as_array().unwrap().clone()
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The objects of a report: the ledger (when there is one), then the Migration.
+fn objects(report: &Value) -> Vec<Value> {
+    [&report["ledger"], &report["migration"]]
+        .into_iter()
+        .filter(|o| !o.is_null())
+        .cloned()
+        .collect()
+}
+
+/// Runs the import; asserts exit 0; returns the objects printed (`-o json`).
+fn import(args: &[&str]) -> Vec<Value> {
+    objects(&report(args))
 }
 
 fn of_kind<'a>(items: &'a [Value], kind: &str) -> Option<&'a Value> {
@@ -238,8 +250,7 @@ fn a_document_layout_with_footprint_pairs_is_placed_on_the_declarations() {
         "{}",
         stderr(&out)
     );
-    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let items = list["items"].as_array().unwrap();
+    let items = objects(&serde_json::from_slice(&out.stdout).unwrap());
     let file = tmp(
         "document.json",
         &with_ledger_as_status(&items[1], &items[0]).to_string(),
@@ -277,7 +288,12 @@ fn adoption_by_hand_with_footprint_flags() {
         "pre:workload_scale:v1.18.0:",
     ]);
     let ledger = of_kind(&items, "ConfigMap").unwrap();
-    assert!(ledger["metadata"].get("annotations").is_none());
+    assert!(
+        ledger["metadata"]["annotations"]
+            .get("stagehand.dev/imported-migrations-status")
+            .is_none(),
+        "no ConfigMap, no raw data"
+    );
     let file = tmp(
         "by-hand.json",
         &with_ledger_as_status(of_kind(&items, "Migration").unwrap(), ledger).to_string(),
@@ -484,12 +500,7 @@ fn the_yaml_output_is_a_stream_kubectl_applies() {
         &fixture("status-key-per-fact.yaml"),
     ]);
     assert_eq!(code(&out), 0);
-    let docs: Vec<Value> = serde_yaml::Deserializer::from_str(&stdout(&out))
-        .map(|d| {
-            let v: serde_yaml::Value = serde::Deserialize::deserialize(d).unwrap();
-            serde_json::to_value(v).unwrap()
-        })
-        .collect();
+    let docs = yaml_docs(&stdout(&out));
     assert_eq!(
         docs.iter()
             .map(|d| d["kind"].as_str().unwrap())
@@ -498,4 +509,311 @@ fn the_yaml_output_is_a_stream_kubectl_applies() {
     );
     // Without -n the manifests name no namespace (kubectl's -n decides).
     assert!(docs[1]["metadata"].get("namespace").is_none());
+}
+
+/// A `migrations-status` ConfigMap of v1.17.3 with the given history (YAML list lines).
+fn status_file(name: &str, release: &str, last_stage: &str, history: &[&str]) -> String {
+    let lines: String = history.iter().map(|h| format!("    - {h}\n")).collect();
+    tmp(
+        name,
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: migrations-status}}\ndata:\n  lastMigratedRelease: \"{release}\"\n  lastStage: \"{last_stage}\"\n  history: |\n{lines}"
+        ),
+    )
+}
+
+/// Every v1.18.0 pre footprint as the values declare it, but `ldap_entryuuid_to_object_identifier`
+/// recorded with runMode `default` (declared `apply`).
+const LDAP_DEFAULT: [&str; 5] = [
+    r#"{id: workload_scale, stage: pre, tag: "v1.18.0"}"#,
+    r#"{id: ox_functional_accounts_export, stage: pre, tag: "v1.18.0", runMode: apply}"#,
+    r#"{id: ldap_entryuuid_to_object_identifier, stage: pre, tag: "v1.18.0", runMode: default}"#,
+    r#"{id: ox_names_to_object_identifier, stage: pre, tag: "v1.18.0", runMode: apply}"#,
+    r#"{id: provisioning_drop_subscriptions, stage: pre, tag: "v1.18.0"}"#,
+];
+
+fn decisions(report: &Value, stage: &str) -> Vec<(String, String)> {
+    report["plan"][stage]
+        .as_array()
+        .unwrap_or_else(|| panic!("no plan of {stage} in {report}"))
+        .iter()
+        .map(|a| {
+            (
+                a["id"].as_str().unwrap().to_string(),
+                a["reason"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn an_entry_with_a_run_mode_the_values_do_not_declare_is_listed_and_refused() {
+    let status = status_file("ldap-default.yaml", "v1.17.3", "post", &LDAP_DEFAULT);
+    let values = fixture("values-v1.18.yaml");
+    let base = [
+        "--values",
+        values.as_str(),
+        "--status-configmap",
+        status.as_str(),
+    ];
+    let r = report(&base);
+    assert_eq!(
+        r["unmatched"],
+        json!([{
+            "source": "history[2]",
+            "id": "ldap_entryuuid_to_object_identifier",
+            "stage": "pre",
+            "tag": "v1.18.0",
+            "runMode": "default",
+            "reason": "pre ldap_entryuuid_to_object_identifier is declared with tag v1.18.0 and runMode apply (the history says runMode default)"
+        }])
+    );
+    // The plan shows what the history makes skip — and that ldap_entryuuid_to_object_identifier
+    // would run again.
+    assert_eq!(
+        decisions(&r, "pre"),
+        [
+            ("workload_scale", "FootprintRecorded"),
+            ("ox_functional_accounts_export", "FootprintRecorded"),
+            ("ldap_entryuuid_to_object_identifier", "InWindow"),
+            ("ox_names_to_object_identifier", "FootprintRecorded"),
+            ("provisioning_drop_subscriptions", "FootprintRecorded"),
+        ]
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+    );
+
+    // The preview of --apply refuses, listing the entry and what to do; printed anyway.
+    let mut args = vec!["import-opendesk", "--dry-run"];
+    args.extend_from_slice(&base);
+    let out = stagehand(&args);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("warning Unmatched: history[2] (id ldap_entryuuid_to_object_identifier, stage pre, tag v1.18.0, runMode default) matches no declared action: pre ldap_entryuuid_to_object_identifier is declared with tag v1.18.0 and runMode apply"),
+        "{err}"
+    );
+    assert!(err.contains("--apply would refuse"), "{err}");
+    assert!(err.contains("--allow-unmatched"), "{err}");
+    assert!(err.contains("--footprint"), "{err}");
+    assert!(stdout(&out).contains("kind: Migration"));
+    args.push("--allow-unmatched");
+    let out = stagehand(&args);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stderr(&out).contains("allowed by --allow-unmatched"));
+
+    // A --footprint given by hand is matched alike.
+    let out = stagehand(&[
+        "import-opendesk",
+        "-o",
+        "json",
+        "--values",
+        &values,
+        "--installed-release",
+        "v1.17.3",
+        "--footprint",
+        "ldap_entryuuid_to_object_identifier:v1.18.0:default",
+        "--dry-run",
+    ]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        r["unmatched"][0]["source"],
+        "--footprint ldap_entryuuid_to_object_identifier:v1.18.0:default"
+    );
+}
+
+/// The post footprints of the ledger a status imports into.
+fn post_footprints(status: &str, extra: &[&str]) -> (Vec<String>, Value) {
+    let values = fixture("values-v1.18.yaml");
+    let mut args = vec!["--values", values.as_str(), "--status-configmap", status];
+    args.extend_from_slice(extra);
+    let r = report(&args);
+    let keys = r["ledger"]["data"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .filter(|k| k.starts_with("footprint.post."))
+        .cloned()
+        .collect();
+    (keys, r)
+}
+
+#[test]
+fn entries_without_a_stage_stand_for_post_declarations_only_once_that_post_stage_completed() {
+    let history = [
+        r#"{tag: "v1.18.0", runMode: apply}"#,
+        r#"{id: ox_shared_accounts_import, tag: "v1.18.0", runMode: apply}"#,
+    ];
+    // v1.18.0's post stage did not complete (last migrated release v1.17.3): the pair stands
+    // for the pre declarations only; the entry that can only be post is unmatched.
+    let (post, r) = post_footprints(
+        &status_file("stageless-117.yaml", "v1.17.3", "post", &history),
+        &[],
+    );
+    assert!(post.is_empty(), "{post:?}");
+    assert_eq!(
+        r["ledger"]["data"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .filter(|k| k.starts_with("footprint.pre."))
+            .count(),
+        3,
+        "the three pre actions declared v1.18.0/apply"
+    );
+    let unmatched = r["unmatched"].as_array().unwrap();
+    assert_eq!(unmatched.len(), 1, "{unmatched:?}");
+    assert_eq!(unmatched[0]["source"], "history[1]");
+    assert!(
+        unmatched[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("does not say the post stage of release v1.18.0 completed"),
+        "{unmatched:?}"
+    );
+    assert_eq!(
+        decisions(&r, "post")[0],
+        ("ox_shared_accounts_import".into(), "InWindow".into())
+    );
+
+    // The ConfigMap says v1.18.0 was migrated (its post stage completed): both stand for it.
+    let (post, r) = post_footprints(
+        &status_file("stageless-118.yaml", "v1.18.0", "post", &history),
+        &[],
+    );
+    assert_eq!(
+        post,
+        ["footprint.post.ox_shared_accounts_import.v1.18.0.apply"]
+    );
+    assert_eq!(r["unmatched"], json!([]));
+
+    // An interrupted upgrade accepted: no post declaration is assumed done.
+    let (post, r) = post_footprints(
+        &status_file("stageless-interrupted.yaml", "v1.18.0", "pre", &history),
+        &["--accept-interrupted"],
+    );
+    assert!(post.is_empty(), "{post:?}");
+    assert!(
+        r["unmatched"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("--accept-interrupted"),
+        "{r}"
+    );
+}
+
+#[test]
+fn a_dry_run_from_files_needs_no_cluster_and_prints_what_the_history_makes_skip() {
+    // KUBECONFIG points at nothing (see `stagehand`).
+    let out = stagehand(&[
+        "import-opendesk",
+        "--values",
+        &fixture("values-v1.18.yaml"),
+        "--status-configmap",
+        &fixture("status-key-per-fact.yaml"),
+        "-n",
+        "opendesk",
+        "--dry-run",
+        "--allow-unmatched",
+    ]);
+    let err = stderr(&out);
+    assert_eq!(code(&out), 0, "{err}");
+    assert!(err.contains("dry run offline"), "{err}");
+    // The plan with the imported history, per stage.
+    let rows: Vec<Vec<&str>> = err
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    for (id, decision, reason) in [
+        (
+            "ldap_entryuuid_to_object_identifier",
+            "skip",
+            "FootprintRecorded",
+        ),
+        ("ox_shared_accounts_import", "skip", "FootprintRecorded"),
+        ("flush_intercom_sessions", "run", "InWindow"),
+    ] {
+        assert!(
+            rows.iter()
+                .any(|r| r.get(1) == Some(&id) && r[r.len() - 2..] == [decision, reason]),
+            "{id} {decision} {reason} in\n{err}"
+        );
+    }
+    assert!(err.contains("plan of stage pre"), "{err}");
+    // The unmatched entry of an earlier release is listed, allowed.
+    assert!(
+        err.contains("warning Unmatched: history[0] (id ox_connector_restart, stage post, tag v1.17.0, runMode default) matches no declared action: the values declare no action ox_connector_restart in stage post"),
+        "{err}"
+    );
+    assert!(stdout(&out).contains("kind: Migration"), "{}", stdout(&out));
+    assert!(stdout(&out).contains("name: opendesk-history"));
+}
+
+const GITOPS: [(&str, &str); 3] = [
+    ("argocd.argoproj.io/compare-options", "IgnoreExtraneous"),
+    ("argocd.argoproj.io/sync-options", "Prune=false"),
+    ("kustomize.toolkit.fluxcd.io/reconcile", "disabled"),
+];
+
+fn yaml_docs(text: &str) -> Vec<Value> {
+    serde_yaml::Deserializer::from_str(text)
+        .map(|d| {
+            let v: serde_yaml::Value = serde::Deserialize::deserialize(d).unwrap();
+            serde_json::to_value(v).unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn the_ledger_carries_the_gitops_annotations_and_is_printed_apart_from_the_migration() {
+    let values = fixture("values-v1.18.yaml");
+    let status = fixture("status-key-per-fact.yaml");
+    let assert_annotated = |ledger: &Value| {
+        assert_eq!(ledger["kind"], "ConfigMap");
+        for (k, v) in GITOPS {
+            assert_eq!(ledger["metadata"]["annotations"][k], v, "{k} in {ledger}");
+        }
+    };
+    // YAML: the ledger is its own document, headed by why it never goes into git.
+    let out = stagehand(&[
+        "import-opendesk",
+        "--values",
+        &values,
+        "--status-configmap",
+        &status,
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    let docs = yaml_docs(&text);
+    assert_eq!(docs.len(), 2);
+    assert_annotated(&docs[0]);
+    assert_eq!(docs[1]["kind"], "Migration");
+    assert!(
+        text.starts_with("---\n# The history ledger") && text.contains("Never keep it in git"),
+        "{text}"
+    );
+    // --ledger-file: the ledger goes there, standard output is the Migration alone.
+    let file = std::env::temp_dir()
+        .join(format!("stagehand-import-{}", std::process::id()))
+        .join("ledger.yaml");
+    let out = stagehand(&[
+        "import-opendesk",
+        "--values",
+        &values,
+        "--status-configmap",
+        &status,
+        "--ledger-file",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let docs = yaml_docs(&stdout(&out));
+    assert_eq!(docs.len(), 1);
+    assert_eq!(docs[0]["kind"], "Migration");
+    let ledger = yaml_docs(&std::fs::read_to_string(&file).unwrap());
+    assert_eq!(ledger.len(), 1);
+    assert_annotated(&ledger[0]);
+    // JSON: apart, under their own keys.
+    let r = report(&["--values", &values, "--status-configmap", &status]);
+    assert_annotated(&r["ledger"]);
+    assert_eq!(r["migration"]["kind"], "Migration");
 }

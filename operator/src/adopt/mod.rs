@@ -10,15 +10,16 @@ pub mod values;
 
 use std::collections::BTreeMap;
 
+use serde::Serialize;
 use serde_json::{Map, Value, json};
 use stagehand_actions::Library;
 use stagehand_config::{
-    Declarations, Deployment, Footprint, ManifestError, Recorded, Release, Stage, read_manifest,
-    validate,
+    Declarations, Deployment, Footprint, ManifestError, PlannedAction, Recorded, Release, Stage,
+    declared_footprint, plan_stage, read_manifest, validate,
 };
 use stagehand_crds::unversioned::HistoryEntry;
 
-use crate::run::history::{MANAGED_BY, MIGRATION_LABEL};
+use crate::run::history::ledger_object;
 use crate::run::ledger::{Ledger, ledger_name};
 use status::{RecordedEntry, RecordedStatus};
 use values::{ValuesFinding, from_problem, from_warning, locate, translate};
@@ -49,6 +50,8 @@ pub struct Request<'a> {
     pub history_config_map: Option<&'a str>,
     /// The PEM text of `--ca-bundle`.
     pub ca_bundle: Option<&'a str>,
+    /// `--accept-interrupted`: no post declaration is assumed done by an entry without a stage.
+    pub accept_interrupted: bool,
 }
 
 /// Why nothing can be imported (exit 2).
@@ -111,6 +114,85 @@ pub struct Imported {
     pub findings: Vec<ValuesFinding>,
     /// How each history entry was mapped to footprints.
     pub notes: Vec<String>,
+    /// Every imported entry (history entry or `--footprint`) that matches no declared action
+    /// of its stage; `--apply` refuses while there is one, unless `--allow-unmatched`.
+    pub unmatched: Vec<Unmatched>,
+    /// The plan of both stages with the imported history (what the history makes skip:
+    /// `FootprintRecorded`); empty when the Migration is invalid.
+    pub plan: Vec<(Stage, Vec<PlannedAction>)>,
+}
+
+/// An imported entry that matches no declared action of its stage: whatever it records, no
+/// declaration is skipped for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Unmatched {
+    /// Where it comes from: `history[3]` of the ConfigMap, or `--footprint X`.
+    pub source: String,
+    /// Its id, where recorded.
+    pub id: Option<String>,
+    /// Its stage, where recorded.
+    pub stage: Option<Stage>,
+    /// Its tag.
+    pub tag: Option<String>,
+    /// Its runMode (`None`: none recorded).
+    pub run_mode: Option<String>,
+    /// Why nothing matches it.
+    pub reason: String,
+}
+
+impl std::fmt::Display for Unmatched {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let none = "none";
+        write!(
+            f,
+            "{} (id {}, stage {}, tag {}, runMode {}) matches no declared action: {}",
+            self.source,
+            self.id.as_deref().unwrap_or(none),
+            self.stage.map_or(none, Stage::as_str),
+            self.tag.as_deref().unwrap_or(none),
+            self.run_mode.as_deref().unwrap_or(none),
+            self.reason
+        )
+    }
+}
+
+/// What the ConfigMap says about post stages, for history entries that record no stage.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PostStage {
+    /// The ConfigMap's last migrated release: the post stage of every release up to it
+    /// completed (a release counts as migrated once its migrations-post succeeded).
+    pub completed_through: Option<Release>,
+    /// `--accept-interrupted` (or a last stage `pre`): no post declaration is assumed done.
+    pub interrupted: bool,
+}
+
+impl PostStage {
+    /// Whether the post stage of the release `entry` belongs to (its `release`, else its tag)
+    /// completed; the reason when it did not or cannot be told.
+    fn completed(&self, entry: &RecordedEntry) -> Result<(), String> {
+        if self.interrupted {
+            return Err("the upgrade was interrupted (--accept-interrupted), so no post declaration is assumed done".into());
+        }
+        let release = [entry.release.as_deref(), Some(entry.tag.as_str())]
+            .into_iter()
+            .flatten()
+            .find_map(|r| Release::parse(r).ok());
+        let Some(release) = release else {
+            return Err(format!(
+                "neither its release nor its tag {:?} names a release, so whether that release's post stage completed cannot be told",
+                entry.tag
+            ));
+        };
+        match &self.completed_through {
+            Some(last) if *last >= release => Ok(()),
+            last => Err(format!(
+                "the ConfigMap does not say the post stage of release {release} completed (its last migrated release is {})",
+                last.as_ref()
+                    .map_or_else(|| "none".to_string(), ToString::to_string)
+            )),
+        }
+    }
 }
 
 impl Imported {
@@ -119,27 +201,22 @@ impl Imported {
         self.findings.iter().all(|f| !f.error)
     }
 
-    /// The ledger as a ConfigMap manifest (labels as the engine writes them, the raw data of
-    /// the imported ConfigMap in [`RAW_ANNOTATION`]).
+    /// The ledger as a ConfigMap manifest: built as the operator builds it (its labels and
+    /// the GitOps annotations), plus the raw data of the imported ConfigMap in
+    /// [`RAW_ANNOTATION`].
     pub fn ledger_manifest(&self, namespace: Option<&str>) -> Option<Value> {
         let ledger = self.ledger.as_ref()?;
-        let migration = self.migration["metadata"]["name"].clone();
-        let mut metadata = json!({
-            "name": self.ledger_name,
-            "labels": {MANAGED_BY.0: MANAGED_BY.1, MIGRATION_LABEL: migration},
-        });
-        if let Some(ns) = namespace {
-            metadata["namespace"] = json!(ns);
-        }
+        let migration = self.migration["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default();
+        let mut cm = ledger_object(&self.ledger_name, namespace, migration, ledger);
         if let Some(raw) = &self.raw_status {
-            metadata["annotations"] = json!({RAW_ANNOTATION: raw});
+            cm.metadata
+                .annotations
+                .get_or_insert_with(BTreeMap::new)
+                .insert(RAW_ANNOTATION.to_string(), raw.clone());
         }
-        Some(json!({
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": metadata,
-            "data": ledger.to_data(),
-        }))
+        serde_json::to_value(cm).ok()
     }
 }
 
@@ -209,6 +286,8 @@ pub fn import(req: &Request<'_>) -> Result<Imported, ImportError> {
                 raw_status: None,
                 findings,
                 notes: Vec::new(),
+                unmatched: Vec::new(),
+                plan: Vec::new(),
             });
         }
     };
@@ -218,17 +297,39 @@ pub fn import(req: &Request<'_>) -> Result<Imported, ImportError> {
         ..Ledger::default()
     };
     let mut notes = Vec::new();
+    let mut unmatched = Vec::new();
     if let Some(status) = req.status {
+        let post = PostStage {
+            completed_through: status.last_migrated_release.clone(),
+            interrupted: req.accept_interrupted || status.last_stage == Some(Stage::Pre),
+        };
         for entry in &status.history {
-            let (entries, note) = place(entry, &declarations);
-            for e in entries {
+            let placed = place(entry, &declarations, &post);
+            for e in placed.entries {
                 ledger.record(e);
             }
-            notes.extend(note);
+            notes.extend(placed.note);
+            unmatched.extend(placed.unmatched);
         }
     }
     for flag in req.footprints {
         let print = parse_footprint_flag(flag, &declarations)?;
+        if !is_declared(&print, &declarations) {
+            unmatched.push(Unmatched {
+                source: format!("--footprint {flag}"),
+                id: Some(print.id.clone()),
+                stage: Some(print.stage),
+                tag: print.tag.clone(),
+                run_mode: print.run_mode.clone(),
+                reason: near_misses(
+                    &[print.stage],
+                    Some(&print.id),
+                    print.tag.as_deref().unwrap_or_default(),
+                    print.run_mode.as_deref(),
+                    &declarations,
+                ),
+            });
+        }
         ledger.record(HistoryEntry {
             stage: Some(print.stage),
             id: print.id,
@@ -261,6 +362,14 @@ pub fn import(req: &Request<'_>) -> Result<Imported, ImportError> {
     let report = validate(&declarations, &context, &Library);
     findings.extend(report.problems.iter().map(|p| from_problem(p, prefix)));
     findings.extend(report.warnings.iter().map(|w| from_warning(w, prefix)));
+    let plan = if report.is_valid() {
+        Stage::ALL
+            .into_iter()
+            .map(|stage| (stage, plan_stage(&declarations, stage, &context).actions))
+            .collect()
+    } else {
+        Vec::new()
+    };
 
     Ok(Imported {
         migration,
@@ -271,6 +380,8 @@ pub fn import(req: &Request<'_>) -> Result<Imported, ImportError> {
             .map(|d| serde_json::to_string(d).unwrap_or_default()),
         findings,
         notes,
+        unmatched,
+        plan,
     })
 }
 
@@ -291,17 +402,29 @@ fn shape_finding(e: &ManifestError, prefix: &str) -> ValuesFinding {
     }
 }
 
-/// The footprints one recorded entry stands for, and a note when it had to be placed.
+/// What one recorded entry stands for.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Placed {
+    /// The footprints to record.
+    pub entries: Vec<HistoryEntry>,
+    /// How it was placed, when it had to be.
+    pub note: Option<String>,
+    /// Set when it matches no declared action of its stage.
+    pub unmatched: Option<Unmatched>,
+}
+
+/// The footprints one recorded entry stands for, whether it matches a declaration, and a note
+/// when it had to be placed. Matching is the planner's ([`declared_footprint`]): an entry
+/// matches a declaration whose footprint `(stage, id, tag, runMode)` equals the entry's.
 ///
-/// An entry with `id` and `stage` is that footprint. An entry lacking either stands, as
-/// openDesk reads its history (a recorded tag and runMode pair skips the action declared with
-/// it, reference line 56), for every action the values declare with that tag and runMode (and
-/// that id or stage, where given). An entry that matches nothing declared cannot be keyed: it
-/// is noted and stays only in the ledger's annotation.
-pub fn place(
-    entry: &RecordedEntry,
-    declarations: &Declarations,
-) -> (Vec<HistoryEntry>, Option<String>) {
+/// An entry with `id` and `stage` is that footprint, recorded whether or not it matches. An
+/// entry lacking either stands, as openDesk reads its history (a recorded tag and runMode
+/// pair skips the action declared with it, reference line 56), for every action the values
+/// declare with that tag and runMode (and that id or stage, where given) — but for a post
+/// declaration only when `post` says the post stage of the entry's release completed. An
+/// entry that matches nothing declared is [`Placed::unmatched`]; without an id and a stage it
+/// cannot be keyed and stays only in the ledger's annotation.
+pub fn place(entry: &RecordedEntry, declarations: &Declarations, post: &PostStage) -> Placed {
     let make = |stage: Stage, id: &str| HistoryEntry {
         stage: Some(stage),
         id: id.to_string(),
@@ -311,46 +434,91 @@ pub fn place(
         run_name: Some(format!("migrations-{stage}")),
         completed_at: entry.completed_at.clone(),
     };
-    if let (Some(id), Some(stage)) = (&entry.id, entry.stage) {
-        return (vec![make(stage, id)], None);
-    }
+    let stages: Vec<Stage> = Stage::ALL
+        .into_iter()
+        .filter(|s| entry.stage.is_none_or(|e| e == *s))
+        .collect();
     let mut matches = Vec::new();
-    for stage in Stage::ALL {
-        if entry.stage.is_some_and(|s| s != stage) {
-            continue;
-        }
+    let mut withheld = Vec::new();
+    for &stage in &stages {
         for d in &declarations.stage(stage).actions {
             let Some(id) = d.id.as_deref() else { continue };
             if entry.id.as_deref().is_some_and(|e| e != id) {
                 continue;
             }
-            if d.tag.as_deref() == Some(entry.tag.as_str()) && d.run_mode == entry.run_mode {
-                matches.push(make(stage, id));
+            let print = Footprint {
+                stage,
+                id: id.to_string(),
+                tag: Some(entry.tag.clone()),
+                run_mode: entry.run_mode.clone(),
+            };
+            if declared_footprint(stage, d).as_ref() != Some(&print) {
+                continue;
             }
+            if entry.stage.is_none()
+                && stage == Stage::Post
+                && let Err(why) = post.completed(entry)
+            {
+                withheld.push((id.to_string(), why));
+                continue;
+            }
+            matches.push(make(stage, id));
         }
     }
-    let what = format!(
-        "history[{}] (tag {}, runMode {}{}{})",
-        entry.index,
-        entry.tag,
-        entry.run_mode.as_deref().unwrap_or("none"),
-        entry
-            .id
-            .as_deref()
-            .map(|i| format!(", id {i}"))
-            .unwrap_or_default(),
-        entry
-            .stage
-            .map(|s| format!(", stage {s}"))
-            .unwrap_or_default(),
-    );
+    let source = format!("history[{}]", entry.index);
+    let unmatched = |reason: String| Unmatched {
+        source: source.clone(),
+        id: entry.id.clone(),
+        stage: entry.stage,
+        tag: Some(entry.tag.clone()),
+        run_mode: entry.run_mode.clone(),
+        reason,
+    };
+    let withheld_text = || {
+        let ids: Vec<&str> = withheld.iter().map(|(id, _)| id.as_str()).collect();
+        let why = withheld
+            .first()
+            .map(|(_, w)| w.as_str())
+            .unwrap_or_default();
+        format!(
+            "it records no stage, and is not taken for post {}: {why}",
+            ids.join(", ")
+        )
+    };
+    if let (Some(id), Some(stage)) = (&entry.id, entry.stage) {
+        return Placed {
+            entries: vec![make(stage, id)],
+            note: None,
+            unmatched: matches.is_empty().then(|| {
+                unmatched(near_misses(
+                    &[stage],
+                    Some(id),
+                    &entry.tag,
+                    entry.run_mode.as_deref(),
+                    declarations,
+                ))
+            }),
+        };
+    }
     if matches.is_empty() {
-        return (
-            matches,
-            Some(format!(
-                "{what} matches no action the values declare with that tag and runMode; without an id and a stage it cannot be recorded as a footprint and is kept only in the ledger's annotation {RAW_ANNOTATION}"
+        let reason = if withheld.is_empty() {
+            near_misses(
+                &stages,
+                entry.id.as_deref(),
+                &entry.tag,
+                entry.run_mode.as_deref(),
+                declarations,
+            )
+        } else {
+            withheld_text()
+        };
+        return Placed {
+            entries: Vec::new(),
+            note: Some(format!(
+                "{source}: without an id and a stage it cannot be recorded as a footprint and is kept only in the ledger's annotation {RAW_ANNOTATION}"
             )),
-        );
+            unmatched: Some(unmatched(reason)),
+        };
     }
     let names: Vec<String> = matches
         .iter()
@@ -362,11 +530,100 @@ pub fn place(
             )
         })
         .collect();
-    let note = format!(
-        "{what} is recorded for every action declared with that tag and runMode: {}",
+    let mut note = format!(
+        "{source} (tag {}, runMode {}) is recorded for every action declared with that tag and runMode: {}",
+        entry.tag,
+        entry.run_mode.as_deref().unwrap_or("none"),
         names.join(", ")
     );
-    (matches, Some(note))
+    if !withheld.is_empty() {
+        note.push_str(&format!("; {}", withheld_text()));
+    }
+    Placed {
+        entries: matches,
+        note: Some(note),
+        unmatched: None,
+    }
+}
+
+/// Whether a declaration of the footprint's stage leaves exactly this footprint.
+fn is_declared(print: &Footprint, declarations: &Declarations) -> bool {
+    declarations
+        .stage(print.stage)
+        .actions
+        .iter()
+        .any(|d| declared_footprint(print.stage, d).as_ref() == Some(print))
+}
+
+/// Why an entry `(id?, tag, runMode)` of `stages` matches no declaration there: how the
+/// declarations closest to it are written.
+fn near_misses(
+    stages: &[Stage],
+    id: Option<&str>,
+    tag: &str,
+    run_mode: Option<&str>,
+    declarations: &Declarations,
+) -> String {
+    let mode =
+        |m: Option<&str>| m.map_or_else(|| "no runMode".to_string(), |m| format!("runMode {m}"));
+    let mut why = Vec::new();
+    for &stage in stages {
+        for d in &declarations.stage(stage).actions {
+            let Some(did) = d.id.as_deref() else { continue };
+            let same_id = id.is_some_and(|i| i == did);
+            if id.is_some() && !same_id {
+                continue;
+            }
+            match d.tag.as_deref() {
+                None if same_id => why.push(format!(
+                    "{stage} {did} is declared without a tag (it runs every time; no footprint skips it)"
+                )),
+                Some(t) if t == tag => why.push(format!(
+                    "{stage} {did} is declared with tag {t} and {} (the history says {})",
+                    mode(d.run_mode.as_deref()),
+                    mode(run_mode)
+                )),
+                Some(t) if same_id => why.push(format!(
+                    "{stage} {did} is declared with tag {t} (the history says {tag})"
+                )),
+                _ => {}
+            }
+        }
+    }
+    if let Some(id) = id {
+        for other in Stage::ALL.into_iter().filter(|s| !stages.contains(s)) {
+            let print = Footprint {
+                stage: other,
+                id: id.to_string(),
+                tag: Some(tag.to_string()),
+                run_mode: run_mode.map(str::to_string),
+            };
+            if is_declared(&print, declarations) {
+                why.push(format!(
+                    "{id} with that tag and runMode is declared in stage {other}, not {}",
+                    stages
+                        .iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(" or ")
+                ));
+            }
+        }
+    }
+    if why.is_empty() {
+        let where_ = stages
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join(" or ");
+        why.push(match id {
+            Some(id) => format!(
+                "the values declare no action {id} in stage {where_} (the work of an earlier release, or a misspelled id)"
+            ),
+            None => format!("the values declare no action with tag {tag} in stage {where_}"),
+        });
+    }
+    why.join("; ")
 }
 
 /// Reads `--footprint [stage:]id:tag:runMode` (runMode may be empty: declared without one).
@@ -522,7 +779,13 @@ mod tests {
         assert_eq!(ledger.footprints.len(), 1);
         assert!(ledger.prints()[0].id == "ldap_entryuuid_to_object_identifier");
         assert_eq!(out.notes.len(), 2, "{:?}", out.notes);
-        assert!(out.notes[1].contains("matches no action"));
+        assert!(out.notes[1].contains("kept only in the ledger's annotation"));
+        assert_eq!(out.unmatched.len(), 1, "{:?}", out.unmatched);
+        assert_eq!(out.unmatched[0].source, "history[1]");
+        assert_eq!(
+            out.unmatched[0].reason,
+            "the values declare no action with tag v1.16.0 in stage pre or post"
+        );
     }
 
     #[test]

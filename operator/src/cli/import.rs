@@ -4,8 +4,9 @@
 //! field manager `stagehand-import`). The logic is in [`crate::adopt`].
 //!
 //! Exit codes: 0 done; 1 problems (in the values, an interrupted upgrade, an existing ledger
-//! that differs); 2 usage error or unreadable input (a ConfigMap layout this import does not
-//! understand is unreadable).
+//! that differs, imported entries that match no declaration under `--apply`/`--dry-run`
+//! without `--allow-unmatched`); 2 usage error or unreadable input (a ConfigMap layout this
+//! import does not understand is unreadable).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -16,7 +17,7 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 use stagehand_crds::Migration;
 
-use super::output::{EXIT_INVALID, EXIT_OK, EXIT_USAGE};
+use super::output::{EXIT_INVALID, EXIT_OK, EXIT_USAGE, plan_lines, plan_rows};
 use crate::adopt::status::{self as od_status, RecordedStatus, STATUS_CONFIGMAP, StatusRefusal};
 use crate::adopt::{FIELD_MANAGER, Imported, Request, import};
 use crate::run::ledger::Ledger;
@@ -24,9 +25,10 @@ use crate::run::ledger::Ledger;
 /// Output formats of the printed manifests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ManifestOutput {
-    /// A YAML stream: the ledger ConfigMap (when there is a history), then the Migration.
+    /// A YAML stream: the ledger ConfigMap (when there is a history, and no --ledger-file),
+    /// then the Migration, each its own document.
     Yaml,
-    /// One JSON `List` of the same objects.
+    /// One JSON object: `migration`, `ledger`, `unmatched`, `plan`, `notes`.
     Json,
 }
 
@@ -61,9 +63,19 @@ pub struct ImportArgs {
     /// (runMode may be empty). Repeatable.
     #[arg(long = "footprint")]
     pub footprints: Vec<String>,
-    /// Import a ConfigMap whose last stage is `pre` (an interrupted upgrade) anyway.
+    /// Import a ConfigMap whose last stage is `pre` (an interrupted upgrade) anyway; entries
+    /// without a stage then never stand for a post declaration.
     #[arg(long)]
     pub accept_interrupted: bool,
+    /// Let --apply (and --dry-run) go on although imported entries match no declared action
+    /// of their stage (listed on stderr): only when each is known to be the work of an
+    /// earlier release that the values no longer declare.
+    #[arg(long)]
+    pub allow_unmatched: bool,
+    /// Write the ledger ConfigMap to this file instead of standard output, so that standard
+    /// output holds only the Migration (the ledger is applied once, never kept in git).
+    #[arg(long)]
+    pub ledger_file: Option<PathBuf>,
     /// PEM file of the object store's CA (openDesk's `caBundle` is a path inside its Job's pod).
     #[arg(long)]
     pub ca_bundle: Option<PathBuf>,
@@ -71,7 +83,8 @@ pub struct ImportArgs {
     #[arg(long)]
     pub history_configmap: Option<String>,
     /// Check everything `--apply` would do against the cluster, print what would be written,
-    /// and write nothing.
+    /// and write nothing. With --values and --status-configmap files and no usable kubeconfig,
+    /// it runs offline (says so) and checks everything but the cluster.
     #[arg(long, conflicts_with = "apply")]
     pub dry_run: bool,
     /// Create the ledger and the Migration through the API server (server-side apply).
@@ -167,9 +180,21 @@ pub fn run(args: ImportArgs) -> u8 {
             return EXIT_USAGE;
         };
         runtime.block_on(async {
-            let client = kube::Client::try_default().await.map_err(|e| {
-                Failure::Usage(format!("cannot connect with the current kubeconfig: {e}"))
-            })?;
+            let client = match kube::Client::try_default().await {
+                Ok(client) => client,
+                // Everything is in files: a dry run needs no cluster (CI, a laptop).
+                Err(e) if args.dry_run && !args.from_cluster => {
+                    eprintln!(
+                        "dry run offline: no cluster to check against ({e}); the ledger and the Migration are checked as --apply would check them, except against the API server (an existing ledger, admission)"
+                    );
+                    return run_with(&args, None).await;
+                }
+                Err(e) => {
+                    return Err(Failure::Usage(format!(
+                        "cannot connect with the current kubeconfig: {e}"
+                    )));
+                }
+            };
             let namespace = args
                 .namespace
                 .clone()
@@ -250,6 +275,7 @@ async fn run_with(
         footprints: &args.footprints,
         history_config_map: args.history_configmap.as_deref(),
         ca_bundle: ca_bundle.as_deref(),
+        accept_interrupted: args.accept_interrupted,
     })
     .map_err(|e| Failure::Usage(e.to_string()))?;
 
@@ -257,7 +283,28 @@ async fn run_with(
     if !imported.is_valid() {
         return Ok(EXIT_INVALID);
     }
+    print_unmatched_and_plan(&imported);
+    let unmatched = imported.unmatched.len();
+    let refused = unmatched > 0 && !args.allow_unmatched;
+    if refused && args.apply {
+        return Err(Failure::Refused(format!(
+            "{}; nothing was written",
+            unmatched_refusal(unmatched)
+        )));
+    }
+    if unmatched > 0 && args.allow_unmatched && (args.apply || args.dry_run) {
+        eprintln!(
+            "{unmatched} unmatched entr{} allowed by --allow-unmatched",
+            if unmatched == 1 { "y" } else { "ies" }
+        );
+    }
     let ledger_manifest = imported.ledger_manifest(namespace);
+    let output = Printed {
+        ledger: ledger_manifest.as_ref(),
+        imported: &imported,
+        format: args.output,
+        ledger_file: args.ledger_file.as_deref(),
+    };
     match cluster {
         Some((client, ns)) if args.apply || args.dry_run => {
             apply(
@@ -269,12 +316,50 @@ async fn run_with(
             )
             .await?;
             if args.dry_run {
-                print_manifests(ledger_manifest.as_ref(), &imported.migration, args.output);
+                output.print()?;
             }
         }
-        _ => print_manifests(ledger_manifest.as_ref(), &imported.migration, args.output),
+        _ => {
+            if args.dry_run {
+                eprintln!("dry run offline: nothing written, nothing read from a cluster");
+            }
+            output.print()?;
+        }
+    }
+    if refused && args.dry_run {
+        eprintln!(
+            "stagehand import-opendesk: --apply would refuse: {}",
+            unmatched_refusal(unmatched)
+        );
+        return Ok(EXIT_INVALID);
     }
     Ok(EXIT_OK)
+}
+
+/// Why `--apply` refuses imported entries that match no declaration, and what to do.
+fn unmatched_refusal(n: usize) -> String {
+    let entries = if n == 1 {
+        "entry matches"
+    } else {
+        "entries match"
+    };
+    format!(
+        "{n} imported {entries} no declared action of its stage (listed above as Unmatched): no declaration is skipped for an unmatched entry, so a one-shot action it stands for would run again. Compare each with the values: where they declare the action with another runMode, tag or stage, the history and the values disagree; if the work was done, adopt by hand with --footprint as the values declare it (docs/runbook.md, \"Unmatched history entries\"). Only if each is the work of an earlier release that the values no longer declare, pass --allow-unmatched"
+    )
+}
+
+/// On stderr: every unmatched entry at once, then the plan of both stages with the imported
+/// history (`FootprintRecorded`: what the history makes skip).
+fn print_unmatched_and_plan(imported: &Imported) {
+    for u in &imported.unmatched {
+        eprintln!("warning Unmatched: {u}");
+    }
+    for (stage, actions) in &imported.plan {
+        eprintln!("plan of stage {stage} with the imported history:");
+        for line in plan_lines(&plan_rows(actions)) {
+            eprintln!("  {line}");
+        }
+    }
 }
 
 /// Findings as `FILE: error CODE: PATH (id): MESSAGE` on stderr, notes on how the history was
@@ -332,27 +417,71 @@ fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
-fn print_manifests(ledger: Option<&Value>, migration: &Value, output: ManifestOutput) {
-    let items: Vec<&Value> = ledger
-        .into_iter()
-        .chain(std::iter::once(migration))
-        .collect();
-    match output {
-        ManifestOutput::Json => {
-            let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
-            match serde_json::to_string_pretty(&list) {
-                Ok(s) => println!("{s}"),
-                Err(e) => eprintln!("stagehand import-opendesk: cannot render JSON: {e}"),
-            }
+/// What the import prints: the ledger and the Migration, apart.
+struct Printed<'a> {
+    ledger: Option<&'a Value>,
+    imported: &'a Imported,
+    format: ManifestOutput,
+    ledger_file: Option<&'a Path>,
+}
+
+/// The comment heading the ledger's document.
+const LEDGER_HEADER: &str = "# The history ledger: apply it once (import-opendesk --apply, or kubectl apply --server-side).\n# Never keep it in git: the operator writes it as runs finish (docs/adopting-opendesk.md).\n";
+
+impl Printed<'_> {
+    /// `-o yaml`: the ledger and the Migration as separate documents (the ledger to
+    /// --ledger-file when given); `-o json`: one object keeping them apart, with the
+    /// unmatched entries and the plan.
+    fn print(&self) -> Result<(), Failure> {
+        let yaml = |v: &Value| {
+            serde_yaml::to_string(v).map_err(|e| Failure::Usage(format!("cannot render YAML: {e}")))
+        };
+        let json = |v: &Value| {
+            serde_json::to_string_pretty(v)
+                .map_err(|e| Failure::Usage(format!("cannot render JSON: {e}")))
+        };
+        let ledger_text = match (self.ledger, self.format) {
+            (None, _) => None,
+            (Some(l), ManifestOutput::Yaml) => Some(format!("---\n{LEDGER_HEADER}{}", yaml(l)?)),
+            (Some(l), ManifestOutput::Json) => Some(json(l)? + "\n"),
+        };
+        if let (Some(path), Some(text)) = (self.ledger_file, &ledger_text) {
+            std::fs::write(path, text).map_err(|e| {
+                Failure::Usage(format!(
+                    "--ledger-file {}: cannot write: {e}",
+                    path.display()
+                ))
+            })?;
+            eprintln!(
+                "ledger written to {}: apply it once, never keep it in git",
+                path.display()
+            );
         }
-        ManifestOutput::Yaml => {
-            for item in items {
-                match serde_yaml::to_string(item) {
-                    Ok(s) => print!("---\n{s}"),
-                    Err(e) => eprintln!("stagehand import-opendesk: cannot render YAML: {e}"),
+        match self.format {
+            ManifestOutput::Yaml => {
+                if let (None, Some(text)) = (self.ledger_file, &ledger_text) {
+                    print!("{text}");
                 }
+                print!("---\n{}", yaml(&self.imported.migration)?);
+            }
+            ManifestOutput::Json => {
+                let plan: serde_json::Map<String, Value> = self
+                    .imported
+                    .plan
+                    .iter()
+                    .map(|(stage, actions)| (stage.to_string(), json!(actions)))
+                    .collect();
+                let report = json!({
+                    "migration": self.imported.migration,
+                    "ledger": self.ledger,
+                    "unmatched": self.imported.unmatched,
+                    "plan": plan,
+                    "notes": self.imported.notes,
+                });
+                println!("{}", json(&report)?);
             }
         }
+        Ok(())
     }
 }
 

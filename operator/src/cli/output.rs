@@ -80,9 +80,33 @@ pub fn plan_row(
     ]
 }
 
+/// The plan table's rows of planned actions.
+pub fn plan_rows(actions: &[stagehand_config::PlannedAction]) -> Vec<[String; 6]> {
+    actions
+        .iter()
+        .map(|a| {
+            plan_row(
+                a.index,
+                &a.id,
+                a.tag.as_deref(),
+                a.run_mode.as_deref(),
+                a.decision,
+                a.reason.as_str(),
+            )
+        })
+        .collect()
+}
+
 /// Prints plan rows (index, id, tag, runMode, decision, reason) under the plan table's header,
 /// columns aligned: the offline `plan` and `approve` print plans alike.
 pub fn print_plan_rows(rows: &[[String; 6]]) {
+    for line in plan_lines(rows) {
+        println!("{line}");
+    }
+}
+
+/// The lines [`print_plan_rows`] prints (header first), for a caller printing elsewhere.
+pub fn plan_lines(rows: &[[String; 6]]) -> Vec<String> {
     let header = ["INDEX", "ID", "TAG", "RUNMODE", "DECISION", "REASON"].map(String::from);
     let mut widths = header.clone().map(|h| h.len());
     for row in rows {
@@ -90,12 +114,15 @@ pub fn print_plan_rows(rows: &[[String; 6]]) {
             *w = (*w).max(cell.len());
         }
     }
-    for row in std::iter::once(&header).chain(rows) {
-        let line: Vec<String> = row
-            .iter()
-            .zip(widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        println!("{}", line.join("  ").trim_end());
-    }
+    std::iter::once(&header)
+        .chain(rows)
+        .map(|row| {
+            let line: Vec<String> = row
+                .iter()
+                .zip(widths)
+                .map(|(c, w)| format!("{c:<w$}"))
+                .collect();
+            line.join("  ").trim_end().to_string()
+        })
+        .collect()
 }

@@ -8,7 +8,7 @@ use stagehand_config::{PlannedAction, Problem, Stage, Warning, plan_stage, valid
 
 use super::manifest::load;
 use super::output::{EXIT_INVALID, EXIT_OK, EXIT_USAGE, Output};
-use super::output::{plan_row, print_json, print_plan_rows, print_text};
+use super::output::{plan_rows, print_json, print_plan_rows, print_text};
 
 /// The JSON contract of `plan -o json`.
 #[derive(Debug, Serialize)]
@@ -81,18 +81,5 @@ pub fn run(path: &Path, stage: Stage, last_migrated: Option<&str>, output: Outpu
 }
 
 fn print_table(actions: &[PlannedAction]) {
-    let rows: Vec<[String; 6]> = actions
-        .iter()
-        .map(|a| {
-            plan_row(
-                a.index,
-                &a.id,
-                a.tag.as_deref(),
-                a.run_mode.as_deref(),
-                a.decision,
-                a.reason.as_str(),
-            )
-        })
-        .collect();
-    print_plan_rows(&rows);
+    print_plan_rows(&plan_rows(actions));
 }

@@ -173,6 +173,56 @@ impl std::fmt::Debug for History {
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "stagehand");
 /// The label naming the Migration a ledger belongs to.
 pub const MIGRATION_LABEL: &str = "stagehand.dev/migration";
+/// The annotations every ledger carries so that a GitOps tool never overwrites or prunes it:
+/// the operator writes the ledger as runs finish, so any copy in git is stale, and syncing or
+/// pruning it would roll back recorded footprints and make one-shot actions run again. Argo
+/// CD: leave it out of the application's sync status, never prune it; Flux: never apply a
+/// source's copy over it, never prune it (docs/adopting-opendesk.md).
+pub const GITOPS_ANNOTATIONS: [(&str, &str); 3] = [
+    ("argocd.argoproj.io/compare-options", "IgnoreExtraneous"),
+    ("argocd.argoproj.io/sync-options", "Prune=false"),
+    ("kustomize.toolkit.fluxcd.io/reconcile", "disabled"),
+];
+
+/// The ConfigMap holding `ledger` for `migration`, as the operator creates it and
+/// `stagehand import-opendesk` prints and applies it: the ledger's labels and
+/// [`GITOPS_ANNOTATIONS`]. The one place a ledger object is built.
+pub fn ledger_object(
+    name: &str,
+    namespace: Option<&str>,
+    migration: &str,
+    ledger: &Ledger,
+) -> ConfigMap {
+    let mut metadata = ObjectMeta {
+        name: Some(name.to_string()),
+        namespace: namespace.map(str::to_string),
+        labels: Some(BTreeMap::from([
+            (MANAGED_BY.0.to_string(), MANAGED_BY.1.to_string()),
+            (MIGRATION_LABEL.to_string(), migration.to_string()),
+        ])),
+        ..ObjectMeta::default()
+    };
+    add_gitops_annotations(&mut metadata);
+    ConfigMap {
+        metadata,
+        data: Some(ledger.to_data()),
+        ..ConfigMap::default()
+    }
+}
+
+/// Adds each of [`GITOPS_ANNOTATIONS`] the object lacks (a value already there, e.g. an
+/// Argo CD `sync-options` with more options, is kept); returns whether it added one.
+pub fn add_gitops_annotations(metadata: &mut ObjectMeta) -> bool {
+    let annotations = metadata.annotations.get_or_insert_with(BTreeMap::new);
+    let mut added = false;
+    for (key, value) in GITOPS_ANNOTATIONS {
+        if !annotations.contains_key(key) {
+            annotations.insert(key.to_string(), value.to_string());
+            added = true;
+        }
+    }
+    added
+}
 
 impl History {
     /// The ledger of `migration`.
@@ -263,19 +313,7 @@ impl History {
 
     /// The ConfigMap holding `ledger`, as [`History::update`] creates it.
     fn object(&self, ledger: &Ledger) -> ConfigMap {
-        ConfigMap {
-            metadata: ObjectMeta {
-                name: Some(self.name.clone()),
-                namespace: Some(self.namespace.clone()),
-                labels: Some(BTreeMap::from([
-                    (MANAGED_BY.0.to_string(), MANAGED_BY.1.to_string()),
-                    (MIGRATION_LABEL.to_string(), self.migration.clone()),
-                ])),
-                ..ObjectMeta::default()
-            },
-            data: Some(ledger.to_data()),
-            ..ConfigMap::default()
-        }
+        ledger_object(&self.name, Some(&self.namespace), &self.migration, ledger)
     }
 
     async fn create(&self, ledger: &Ledger) -> Result<(), HistoryError> {
@@ -378,6 +416,8 @@ impl History {
                 return Ok(Updated { ledger, recreated });
             }
             cm.data = Some(ledger.to_data());
+            // A ledger written before the annotations existed gains them with its next write.
+            add_gitops_annotations(&mut cm.metadata);
             // `replace` sends the resourceVersion read: a concurrent writer makes it 409.
             match self
                 .api
@@ -587,6 +627,40 @@ mod tests {
             Some(json!({"app.kubernetes.io/managed-by": "stagehand",
                         "stagehand.dev/migration": "opendesk"}))
         );
+    }
+
+    #[tokio::test]
+    async fn every_ledger_written_carries_the_gitops_annotations() {
+        let gitops = json!({"argocd.argoproj.io/compare-options": "IgnoreExtraneous",
+                            "argocd.argoproj.io/sync-options": "Prune=false",
+                            "kustomize.toolkit.fluxcd.io/reconcile": "disabled"});
+        // Created by the operator.
+        let fake = fake();
+        let h = history(&fake).await;
+        h.update(|l| {
+            l.record(entry("x"));
+        })
+        .await
+        .expect("written");
+        let stored = with(&fake, |f| f.stored.clone()).expect("created");
+        assert_eq!(stored["metadata"]["annotations"], gitops);
+        // A ledger written before the annotations existed gains them with its next write; a
+        // value already there stays.
+        with(&fake, |f| {
+            if let Some(cm) = f.stored.as_mut() {
+                cm["metadata"]["annotations"] =
+                    json!({"argocd.argoproj.io/sync-options": "Prune=false,Delete=false"});
+            }
+        });
+        h.update(|l| {
+            l.record(entry("y"));
+        })
+        .await
+        .expect("written");
+        let stored = with(&fake, |f| f.stored.clone()).expect("stored");
+        let mut want = gitops.clone();
+        want["argocd.argoproj.io/sync-options"] = json!("Prune=false,Delete=false");
+        assert_eq!(stored["metadata"]["annotations"], want);
     }
 
     #[tokio::test]
