@@ -95,6 +95,15 @@ impl ActionCatalog for Library {
             .map(|action| action.needs())
             .unwrap_or_default()
     }
+
+    /// openDesk's identifier migrations: the LDAP's `entryUUID`s and OX's names become the
+    /// object identifiers together (docs/declarations.md, "Opting out").
+    fn pairs(&self) -> &'static [[&'static str; 2]] {
+        &[[
+            ldap_entryuuid_to_object_identifier::Config::ID,
+            ox_names_to_object_identifier::Config::ID,
+        ]]
+    }
 }
 
 /// `config` read as `T`, boxed as the action it is.

@@ -5,6 +5,11 @@
 //! config, and their order), S's `actionsSkip`, `secretFiles`, `objectStore` and
 //! `releaseVersion`. The other stage's declarations, `suspend` and `installedRelease` are not
 //! part of it: changing them does not change what this run executes.
+//!
+//! A plan is decided from more than its declarations: `installedRelease`, the last migrated
+//! release and the footprints recorded for the stage's tagged actions ([`Basis`]). The plan's
+//! digest ([`plan_digest`], `status.frozenPlan.digest`, the one a person approves) covers
+//! both, so that an approval never outlives what the plan was computed from.
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -180,6 +185,133 @@ impl Fingerprint {
     }
 }
 
+/// What one stage's decisions were computed from besides its declarations: changing any of
+/// it may change which actions run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Basis {
+    /// The Migration's `installedRelease`, as the planner read it.
+    pub installed_release: Option<String>,
+    /// The last migrated release the windows were judged from (the ledger's, else
+    /// `installedRelease`); `None`: a fresh installation.
+    pub last_migrated_release: Option<String>,
+    /// The recorded footprints of the stage's tagged declarations (each makes its action skip
+    /// as `FootprintRecorded`), sorted.
+    pub footprints: Vec<crate::Footprint>,
+}
+
+impl Basis {
+    /// The basis of a stage's plan: `installedRelease`, the last migrated release and the
+    /// footprints of the stage's tagged declarations that `context` records (sorted, once
+    /// each).
+    pub fn of(
+        declarations: &crate::Declarations,
+        stage: crate::Stage,
+        context: &crate::Deployment,
+    ) -> Self {
+        let mut footprints: Vec<crate::Footprint> = declarations
+            .stage(stage)
+            .actions
+            .iter()
+            .filter_map(|d| crate::plan::declared_footprint(stage, d))
+            .filter(|print| context.history.contains(print))
+            .collect();
+        footprints.sort_by(|a, b| footprint_order(a).cmp(&footprint_order(b)));
+        footprints.dedup();
+        Self {
+            installed_release: declarations
+                .installed_release
+                .as_ref()
+                .map(ToString::to_string),
+            last_migrated_release: context.last_migrated.as_ref().map(ToString::to_string),
+            footprints,
+        }
+    }
+
+    /// The first difference from the basis a run froze (`then`; this is the current one), in
+    /// words; `None`: unchanged.
+    pub fn first_change(&self, then: &Basis) -> Option<String> {
+        let release = |r: &Option<String>| r.clone().unwrap_or_else(|| "none".into());
+        if self.installed_release != then.installed_release {
+            return Some(format!(
+                "installedRelease changed from {} to {}",
+                release(&then.installed_release),
+                release(&self.installed_release)
+            ));
+        }
+        if self.last_migrated_release != then.last_migrated_release {
+            return Some(format!(
+                "the last migrated release changed from {} to {}",
+                release(&then.last_migrated_release),
+                release(&self.last_migrated_release)
+            ));
+        }
+        if let Some(gone) = then
+            .footprints
+            .iter()
+            .find(|f| !self.footprints.contains(f))
+        {
+            return Some(format!(
+                "the footprint {} is no longer recorded in the history",
+                footprint_text(gone)
+            ));
+        }
+        self.footprints
+            .iter()
+            .find(|f| !then.footprints.contains(f))
+            .map(|new| {
+                format!(
+                    "the footprint {} is now recorded in the history",
+                    footprint_text(new)
+                )
+            })
+    }
+}
+
+/// `<stage> <id> <tag> <runMode>` (runMode left out when there is none), as messages and
+/// `status.frozenPlan.footprints` name a footprint.
+pub fn footprint_text(print: &crate::Footprint) -> String {
+    let mut out = format!("{} {}", print.stage, print.id);
+    for part in [&print.tag, &print.run_mode].into_iter().flatten() {
+        out.push(' ');
+        out.push_str(part);
+    }
+    out
+}
+
+fn footprint_order(print: &crate::Footprint) -> (crate::Stage, &str, Option<&str>, Option<&str>) {
+    (
+        print.stage,
+        &print.id,
+        print.tag.as_deref(),
+        print.run_mode.as_deref(),
+    )
+}
+
+/// The digest of a plan, the one a person approves: one digest over the stage's declarations
+/// (`declarations`, [`Fingerprint::digest`]) and everything the decisions were computed from
+/// (`basis`), keys sorted and footprints in order, so that equal inputs give equal digests.
+pub fn plan_digest(declarations: &Fingerprint, basis: &Basis) -> String {
+    let text = |v: &Option<String>| v.clone().map_or(Value::Null, Value::String);
+    let footprints: Vec<Value> = basis
+        .footprints
+        .iter()
+        .map(|f| {
+            serde_json::json!({
+                "stage": f.stage.as_str(),
+                "id": f.id,
+                "tag": text(&f.tag),
+                "runMode": text(&f.run_mode),
+            })
+        })
+        .collect();
+    digest(&serde_json::json!({
+        "declarations": declarations.digest(),
+        "installedRelease": text(&basis.installed_release),
+        "lastMigratedRelease": text(&basis.last_migrated_release),
+        "footprints": footprints,
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,6 +330,54 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    #[test]
+    fn the_plan_digest_covers_every_decision_input() {
+        let declarations = print(&[("a", json!(1))], ["r", "s", "o", "k"]);
+        let foot = |id: &str, tag: &str| crate::Footprint {
+            stage: crate::Stage::Pre,
+            id: id.into(),
+            tag: Some(tag.into()),
+            run_mode: None,
+        };
+        let basis = Basis {
+            installed_release: Some("v1.17.3".into()),
+            last_migrated_release: Some("v1.17.3".into()),
+            footprints: vec![foot("a", "v1.18.0"), foot("b", "v1.18.0")],
+        };
+        let base = plan_digest(&declarations, &basis);
+        assert_eq!(base, plan_digest(&declarations, &basis.clone()));
+        assert_ne!(base, declarations.digest(), "more than the declarations");
+        let changed = [
+            Basis {
+                installed_release: Some("v1.16.0".into()),
+                ..basis.clone()
+            },
+            Basis {
+                installed_release: None,
+                ..basis.clone()
+            },
+            Basis {
+                last_migrated_release: Some("v1.16.2".into()),
+                ..basis.clone()
+            },
+            Basis {
+                footprints: vec![foot("a", "v1.18.0")],
+                ..basis.clone()
+            },
+            Basis {
+                footprints: vec![foot("a", "v1.18.0"), foot("b", "v1.18.1")],
+                ..basis.clone()
+            },
+        ];
+        for other in &changed {
+            assert_ne!(plan_digest(&declarations, other), base, "{other:?}");
+            assert!(other.first_change(&basis).is_some(), "{other:?}");
+        }
+        assert_eq!(basis.first_change(&basis.clone()), None);
+        let other_declarations = print(&[("a", json!(2))], ["r", "s", "o", "k"]);
+        assert_ne!(plan_digest(&other_declarations, &basis), base);
     }
 
     #[test]

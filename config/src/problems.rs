@@ -45,6 +45,10 @@ pub enum ProblemCode {
     /// first succeeded, the second would be skipped as `FootprintRecorded` without running.
     /// Reported on the later one, field `tag`.
     DuplicateFootprint,
+    /// An `actionsSkip` entry whose id its stage does not declare but the other stage does: it
+    /// skips nothing, and the action it was meant for runs. Reported on the entry, field
+    /// `actionsSkip.id`; the message names the stage that declares the id.
+    SkipInWrongStage,
 }
 
 /// Something worth knowing that does not fail validation.

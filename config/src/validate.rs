@@ -34,7 +34,7 @@ pub fn validate(
     for stage in Stage::ALL {
         let decls = declarations.stage(stage);
         check_actions(stage, decls, context, catalog, &mut report.problems);
-        check_skips(stage, decls, &mut report);
+        check_skips(stage, declarations, &mut report);
         check_duplicate_footprints(stage, decls, &mut report.problems);
     }
     check_needs(declarations, catalog, &mut report.problems);
@@ -127,7 +127,8 @@ fn check_actions(
     }
 }
 
-fn check_skips(stage: Stage, decls: &StageDeclarations, report: &mut Report) {
+fn check_skips(stage: Stage, declarations: &Declarations, report: &mut Report) {
+    let decls = declarations.stage(stage);
     for skip in &decls.skips {
         let Some(id) = skip.id.as_deref() else {
             continue;
@@ -137,7 +138,30 @@ fn check_skips(stage: Stage, decls: &StageDeclarations, report: &mut Report) {
             .iter()
             .filter(|d| d.id.as_deref() == Some(id))
             .collect();
-        if same_id.is_empty() {
+        let other = match stage {
+            Stage::Pre => Stage::Post,
+            Stage::Post => Stage::Pre,
+        };
+        let elsewhere = declarations
+            .stage(other)
+            .actions
+            .iter()
+            .find(|d| d.id.as_deref() == Some(id));
+        if same_id.is_empty()
+            && let Some(declared) = elsewhere
+        {
+            report.problems.push(Problem::at(
+                ProblemCode::SkipInWrongStage,
+                stage,
+                skip.index,
+                Some(id),
+                "actionsSkip.id",
+                format!(
+                    "the {stage} stage declares no action {id:?}, the {other} stage does (actions.{other}[{}]): this opt-out skips nothing and {id} would run; move it to actionsSkip.{other}",
+                    declared.index
+                ),
+            ));
+        } else if same_id.is_empty() {
             report.warnings.push(Warning::at(
                 WarningCode::SkipMatchesNothing,
                 stage,
@@ -201,7 +225,8 @@ fn check_duplicate_footprints(
 
 /// What every declared action that is not opted out needs from the run, checked against the
 /// declarations: its secret files listed, an object store for a handover (and its secret key
-/// listed), the same handover key on both sides, and no handover pair opted out by half.
+/// listed), the same handover key on both sides, and no pair that belongs together (a
+/// handover's two sides, the catalog's [`ActionCatalog::pairs`]) opted out by half.
 fn check_needs(
     declarations: &Declarations,
     catalog: &dyn ActionCatalog,
@@ -215,7 +240,18 @@ fn check_needs(
         role: HandoverRole,
         opted_out: bool,
     }
+    /// One half of a pair that belongs together: `pair` `None` is the handover (its writer is
+    /// the `first` half), `Some(n)` the catalog's n-th pair.
+    struct Half<'a> {
+        stage: Stage,
+        index: usize,
+        id: &'a str,
+        pair: Option<usize>,
+        first: bool,
+        opted_out: bool,
+    }
     let mut sides: Vec<Side<'_>> = Vec::new();
+    let mut halves: Vec<Half<'_>> = Vec::new();
     for stage in Stage::ALL {
         let decls = declarations.stage(stage);
         for d in &decls.actions {
@@ -232,7 +268,27 @@ fn check_needs(
             } = catalog.needs(id, &d.config);
             let skipped = opted_out(d, decls);
             let hands_over = handover.is_some();
+            for (n, pair) in catalog.pairs().iter().enumerate() {
+                if let Some(position) = pair.iter().position(|p| *p == id) {
+                    halves.push(Half {
+                        stage,
+                        index: d.index,
+                        id,
+                        pair: Some(n),
+                        first: position == 0,
+                        opted_out: skipped,
+                    });
+                }
+            }
             if let Some(h) = handover {
+                halves.push(Half {
+                    stage,
+                    index: d.index,
+                    id,
+                    pair: None,
+                    first: h.role == HandoverRole::Writes,
+                    opted_out: skipped,
+                });
                 sides.push(Side {
                     stage,
                     index: d.index,
@@ -310,21 +366,31 @@ fn check_needs(
                 }
             }
         }
-        if side.opted_out
-            && let Some(other) = others.iter().find(|o| !o.opted_out)
-        {
-            problems.push(Problem::at(
-                ProblemCode::HalfOptOut,
-                side.stage,
-                side.index,
-                Some(side.id),
-                "actionsSkip",
-                format!(
-                    "{} is opted out but {} (actions.{}[{}]), the other half of its handover, is not: opt out of both or of neither, or the migration is half applied",
-                    side.id, other.id, other.stage, other.index
-                ),
-            ));
-        }
+    }
+    for half in &halves {
+        let Some(other) = halves
+            .iter()
+            .find(|o| o.pair == half.pair && o.first != half.first && !o.opted_out)
+            .filter(|_| half.opted_out)
+        else {
+            continue;
+        };
+        let relation = if half.pair.is_none() {
+            "the other half of its handover"
+        } else {
+            "which belongs together with it (applying one without the other leaves a state the release cannot work with)"
+        };
+        problems.push(Problem::at(
+            ProblemCode::HalfOptOut,
+            half.stage,
+            half.index,
+            Some(half.id),
+            "actionsSkip",
+            format!(
+                "{} is opted out but {} (actions.{}[{}]), {relation}, is not: opt out of both or of neither, or the migration is half applied",
+                half.id, other.id, other.stage, other.index
+            ),
+        ));
     }
 }
 

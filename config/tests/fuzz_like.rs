@@ -533,6 +533,23 @@ fn oracle(g: &Generated) -> Vec<Key> {
                     _ => None,
                 })
                 .collect();
+            let other = match stage {
+                Stage::Pre => Stage::Post,
+                Stage::Post => Stage::Pre,
+            };
+            let elsewhere = g
+                .entries(other)
+                .iter()
+                .any(|e| matches!(e, Entry::Action { id: Some(d), .. } if d == id));
+            if declared.is_empty() && elsewhere {
+                out.push((
+                    SkipInWrongStage,
+                    stage,
+                    index,
+                    Some((*id).into()),
+                    "actionsSkip.id".into(),
+                ));
+            }
             if !declared.is_empty() && !declared.contains(tag) {
                 out.push((
                     MistypedSkip,
@@ -613,7 +630,12 @@ proptest! {
         got.sort_by_key(|k| format!("{k:?}"));
         prop_assert_eq!(got, oracle(&g));
         prop_assert_eq!(report.is_valid(), report.problems.is_empty());
-        // Every warning is an opt-out of an id its stage does not declare.
+        // Every warning is an opt-out of an id no stage declares.
+        let declared_in = |s: Stage, id: Option<&str>| {
+            g.entries(s).iter().any(
+                |e| matches!(e, Entry::Action { id: Some(d), .. } if Some(*d) == id),
+            )
+        };
         for w in &report.warnings {
             let stage = w.stage.expect("a stage");
             let (id, _) = g.skips(stage)[w.index.expect("an index")];
@@ -626,11 +648,8 @@ proptest! {
         let expected_warnings = Stage::ALL
             .iter()
             .flat_map(|s| g.skips(*s).iter().map(move |k| (*s, k)))
-            .filter(|(s, (id, _))| {
-                id.is_some()
-                    && !g.entries(*s).iter().any(|e| {
-                        matches!(e, Entry::Action { id: Some(d), .. } if Some(*d) == *id)
-                    })
+            .filter(|(_, (id, _))| {
+                id.is_some() && Stage::ALL.iter().all(|other| !declared_in(*other, *id))
             })
             .count();
         prop_assert_eq!(report.warnings.len(), expected_warnings);
@@ -638,7 +657,8 @@ proptest! {
 
     #[test]
     fn each_stage_is_validated_on_its_own(g in arb_generated()) {
-        // All problems at once: the problems of one stage do not depend on the other stage.
+        // All problems at once: the problems of one stage do not depend on the other stage,
+        // but for an opt-out naming an action only the other stage declares.
         let full = validate(
             &Declarations::from_spec(&g.spec()).expect("well-shaped"),
             &g.context(),
@@ -655,7 +675,7 @@ proptest! {
         let full_pre: Vec<_> = full
             .problems
             .iter()
-            .filter(|p| p.stage == Some(Stage::Pre))
+            .filter(|p| p.stage == Some(Stage::Pre) && p.code != ProblemCode::SkipInWrongStage)
             .cloned()
             .collect();
         prop_assert_eq!(full_pre, pre.problems);

@@ -1,7 +1,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! The checks of what declared actions need from their run, which need no cluster (issue 12):
-//! `MissingSecretFile`, `MissingObjectStore`, `HandoverKeyMismatch`, `HalfOptOut`. Findings are
-//! compared as exact lists, so a missing and an unexpected finding both fail.
+//! `MissingSecretFile`, `MissingObjectStore`, `HandoverKeyMismatch`, `HalfOptOut` (of a
+//! handover, and of a pair the catalog says belongs together). Findings are compared as exact
+//! lists, so a missing and an unexpected finding both fail.
 
 use serde_json::{Value, json};
 use stagehand_config::{
@@ -10,12 +11,19 @@ use stagehand_config::{
 };
 
 /// `creds` reads the secret file its config names; `writer`/`reader` hand over the object
-/// named by `key` (and read `udm`).
+/// named by `key` (and read `udm`); `ids`/`names` belong together (as openDesk's
+/// `ldap_entryuuid_to_object_identifier` and `ox_names_to_object_identifier`).
 struct Catalog;
 
 impl ActionCatalog for Catalog {
     fn config_issues(&self, id: &str, _config: &Value) -> Option<Vec<ConfigIssue>> {
-        ["creds", "writer", "reader"].contains(&id).then(Vec::new)
+        ["creds", "writer", "reader", "ids", "names"]
+            .contains(&id)
+            .then(Vec::new)
+    }
+
+    fn pairs(&self) -> &'static [[&'static str; 2]] {
+        &[["ids", "names"]]
     }
 
     fn needs(&self, id: &str, config: &Value) -> Needs {
@@ -191,6 +199,38 @@ fn opting_out_of_half_a_pair_is_a_problem_and_of_both_is_not() {
             json!({"pre": skip, "post": [{"id": "reader", "tag": "v1.18.0"}]})
         )),
         []
+    );
+}
+
+#[test]
+fn opting_out_of_half_a_pair_that_belongs_together_is_a_problem() {
+    let base = |skips: Value| {
+        json!({
+            "releaseVersion": "v1.18.0",
+            "actions": {"pre": [decl("ids", json!({})), decl("names", json!({}))], "post": []},
+            "actionsSkip": {"pre": skips},
+        })
+    };
+    let skip = |id: &str| json!({"id": id, "tag": "v1.18.0"});
+    assert_eq!(
+        problems(base(json!([skip("ids")]))),
+        [p(ProblemCode::HalfOptOut, Stage::Pre, 0, "actionsSkip")]
+    );
+    assert_eq!(
+        problems(base(json!([skip("names")]))),
+        [p(ProblemCode::HalfOptOut, Stage::Pre, 1, "actionsSkip")]
+    );
+    assert_eq!(problems(base(json!([skip("ids"), skip("names")]))), []);
+    assert_eq!(problems(base(json!([]))), []);
+    let d = Declarations::from_spec(&base(json!([skip("names")]))).unwrap();
+    let report = validate(
+        &d,
+        &Deployment::new(&d, &Recorded::default(), None),
+        &Catalog,
+    );
+    assert_eq!(
+        report.problems[0].message,
+        "names is opted out but ids (actions.pre[0]), which belongs together with it (applying one without the other leaves a state the release cannot work with), is not: opt out of both or of neither, or the migration is half applied"
     );
 }
 

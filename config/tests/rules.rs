@@ -868,34 +868,46 @@ fn skip_matches_nothing_is_a_warning() {
 }
 
 #[test]
-fn skip_matches_nothing_when_declared_only_in_the_other_stage() {
+fn an_opt_out_of_an_action_the_other_stage_declares_is_in_the_wrong_stage() {
+    // Each opt-out names an action only the other stage declares: a mistake (the action it
+    // was meant for would run), not an opt-out whose release is behind you.
     let s = spec_with_skips(
         vec![tagged("noop", "v1.18.0", W)],
         vec![decl("scale", W)],
-        vec![json!({"id": "scale"})],
+        vec![json!({"id": "scale"}), json!({"id": "gone"})],
         vec![json!({"id": "noop", "tag": "v1.18.0"})],
     );
     let report = check(&s, None);
-    assert!(report.problems.is_empty(), "{report:#?}");
     assert_eq!(
-        keys(&report.warnings),
+        keys(&report.problems),
         vec![
-            at(
-                WarningCode::SkipMatchesNothing,
-                Pre,
-                0,
-                Some("scale"),
-                "actionsSkip.id"
-            ),
-            at(
-                WarningCode::SkipMatchesNothing,
-                Post,
-                0,
-                Some("noop"),
-                "actionsSkip.id"
-            ),
+            at(SkipInWrongStage, Pre, 0, Some("scale"), "actionsSkip.id"),
+            at(SkipInWrongStage, Post, 0, Some("noop"), "actionsSkip.id"),
         ]
     );
+    assert_eq!(
+        report.problems[0].message,
+        "the pre stage declares no action \"scale\", the post stage does (actions.post[0]): this opt-out skips nothing and scale would run; move it to actionsSkip.post"
+    );
+    // An id no stage declares still only warns.
+    assert_eq!(
+        keys(&report.warnings),
+        vec![at(
+            WarningCode::SkipMatchesNothing,
+            Pre,
+            1,
+            Some("gone"),
+            "actionsSkip.id"
+        )]
+    );
+    // Declared in both stages: the stage's own declaration is the one judged.
+    let both = spec_with_skips(
+        vec![decl("scale", W)],
+        vec![decl("scale", W)],
+        vec![json!({"id": "scale"})],
+        vec![],
+    );
+    assert!(check(&both, None).problems.is_empty());
 }
 
 #[test]

@@ -255,17 +255,38 @@ pub struct MigrationRunStatus {
     pub suspended_since: Option<String>,
 }
 
-/// What a run froze when it planned: the Migration's generation and the digests of the
-/// stage's declarations (`sha256:` of the canonical JSON as written). Each planned action's
-/// own digest is in its entry of `actions`.
+/// What a run froze when it planned: the Migration's generation, the digests of the stage's
+/// declarations (`sha256:` of the canonical JSON as written) and what its decisions were
+/// computed from (`installedRelease`, the last migrated release, the recorded footprints of
+/// the stage's tagged actions). Each planned action's own digest is in its entry of
+/// `actions`.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FrozenPlan {
     /// The Migration's `metadata.generation` when the run planned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub migration_generation: Option<i64>,
-    /// One digest over everything frozen.
+    /// The plan's digest, the one `stagehand.dev/approve-plan` names: one digest over the
+    /// declarations (`declarationsDigest`) and `installedRelease`, `lastMigratedRelease` and
+    /// `footprints` below.
     pub digest: String,
+    /// One digest over the stage's declarations (the fields below and each action's digest).
+    /// Absent in a plan frozen by an earlier Stagehand, whose `digest` covered the
+    /// declarations only: such a run plans again before its first action.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declarations_digest: Option<String>,
+    /// The Migration's `spec.installedRelease` when the run planned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub installed_release: Option<String>,
+    /// The last migrated release the windows were judged from (the ledger's, else
+    /// `installedRelease`); absent for a fresh installation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_migrated_release: Option<String>,
+    /// The footprints (`stage`, `id`, `tag`, `runMode`) of the stage's tagged actions that the
+    /// history recorded when the run planned: each made its action skip as
+    /// `FootprintRecorded`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub footprints: Vec<HistoryEntry>,
     /// The digest of `releaseVersion`.
     pub release_version: String,
     /// The digest of `secretFiles`.

@@ -1,7 +1,8 @@
 //! `stagehand wait` against real runs on the local control plane: it keeps waiting while no
 //! operator has seen the run, prints each action's start and end, exits 0 on success, 1 as
 //! soon as the run stalls (with the message), 2 on timeout or a usage error, and
-//! `--for-release` waits for the newest run of both stages.
+//! `--for-release` waits for the newest run of both stages (a dry run counts only with
+//! `--include-dry-runs`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Read;
@@ -216,7 +217,7 @@ async fn for_release_waits_for_both_stages() {
         "-n",
         &ns.name,
         "--timeout",
-        "120s",
+        "240s",
     ]);
     // The pre run succeeds; with no post run yet, the release is not done.
     stagehand_e2e::wait(&ns.name, "migrationrun/pre", "Ready");
@@ -226,8 +227,50 @@ async fn for_release_waits_for_both_stages() {
         waiting.try_wait().unwrap().is_none(),
         "returned before the release's post run existed"
     );
+    // A dry post run (a review before the real one) succeeds: it changed nothing, so the
+    // release is not done, unless dry runs are asked to count.
+    apply(
+        &MigrationRun::new(&ns.name, "post-dry", "post")
+            .dry_run(true)
+            .wait_timeout_seconds(300)
+            .to_yaml(),
+    );
+    stagehand_e2e::wait(&ns.name, "migrationrun/post-dry", "Ready");
+    let (code, out, err) = finish(
+        spawn_wait(&[
+            "--for-release",
+            "v1.18.0",
+            "-n",
+            &ns.name,
+            "--timeout",
+            "5s",
+        ]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(code, 2, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(
+        err.contains("no post run yet (post-dry is a dry run, which changed nothing and does not count: pass --include-dry-runs to count it)"),
+        "{err}"
+    );
+    let (code, out, err) = finish(
+        spawn_wait(&[
+            "--for-release",
+            "v1.18.0",
+            "-n",
+            &ns.name,
+            "--include-dry-runs",
+            "--timeout",
+            "60s",
+        ]),
+        Duration::from_secs(70),
+    );
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(
+        waiting.try_wait().unwrap().is_none(),
+        "returned on a dry post run"
+    );
     apply(&run(&ns.name, "post", "post"));
-    let (code, out, err) = finish(waiting, Duration::from_secs(110));
+    let (code, out, err) = finish(waiting, Duration::from_secs(230));
     assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
     let post = stagehand_e2e::get(&ns.name, "migrationrun/post");
     assert_eq!(stagehand_e2e::condition(&post, "Ready")["status"], "True");

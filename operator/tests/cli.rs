@@ -567,6 +567,76 @@ fn plan_text_is_a_table() {
     );
 }
 
+/// The openDesk example with `actionsSkip` replaced by `skips` (YAML flow mappings).
+fn example_skipping(pre: &str, post: &str) -> String {
+    let example = std::fs::read_to_string(EXAMPLE).unwrap();
+    let written = "  actionsSkip:\n    pre: []\n    post: []\n";
+    assert!(
+        example.contains(written),
+        "the example's actionsSkip changed"
+    );
+    example.replace(
+        written,
+        &format!("  actionsSkip:\n    pre: [{pre}]\n    post: [{post}]\n"),
+    )
+}
+
+#[test]
+fn the_identifier_migrations_are_opted_out_of_together_and_in_their_own_stage() {
+    let ldap = r#"{id: "ldap_entryuuid_to_object_identifier", tag: "v1.18.0"}"#;
+    let ox = r#"{id: "ox_names_to_object_identifier", tag: "v1.18.0"}"#;
+    // One of the pair: HalfOptOut on the opted-out one, naming the other.
+    let out = stagehand_stdin(
+        &["validate", "-f", "-", "-o", "json"],
+        &example_skipping(ldap, ""),
+    );
+    assert_eq!(code(&out), 1, "{}", text(&out));
+    let problems = json_of(&out)["problems"].clone();
+    assert_eq!(problems.as_array().map(Vec::len), Some(1), "{problems}");
+    assert_eq!(problems[0]["code"], "HalfOptOut");
+    assert_eq!(problems[0]["id"], "ldap_entryuuid_to_object_identifier");
+    assert!(
+        problems[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("but ox_names_to_object_identifier (actions.pre["),
+        "{problems}"
+    );
+    // Both: valid.
+    let out = stagehand_stdin(
+        &["validate", "-f", "-"],
+        &example_skipping(&format!("{ldap}, {ox}"), ""),
+    );
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    // Both, in the post stage, which declares neither: a mistake naming the pre stage, not
+    // a stale opt-out.
+    let out = stagehand_stdin(
+        &["validate", "-f", "-", "-o", "json"],
+        &example_skipping("", &format!("{ldap}, {ox}")),
+    );
+    assert_eq!(code(&out), 1, "{}", text(&out));
+    let report = json_of(&out);
+    let codes: Vec<&str> = report["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(codes, ["SkipInWrongStage", "SkipInWrongStage"], "{report}");
+    assert!(
+        report["problems"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("the pre stage does (actions.pre[")
+            && report["problems"][0]["message"]
+                .as_str()
+                .unwrap()
+                .ends_with("move it to actionsSkip.pre"),
+        "{report}"
+    );
+    assert_eq!(report["warnings"], json!([]));
+}
+
 #[test]
 fn stdin_is_read_with_dash() {
     let manifest = std::fs::read_to_string(EXAMPLE).unwrap();

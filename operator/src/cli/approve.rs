@@ -1,10 +1,16 @@
 //! `stagehand approve migrationrun/NAME`: prints the plan a `Manual` run froze and, after a
-//! confirmation, annotates the run `stagehand.dev/approve-plan=<the plan's digest>`.
+//! confirmation, annotates the run `stagehand.dev/approve-plan=<the plan's digest>` — only
+//! if the run is still the one that was read: the patch carries its `metadata.uid` and
+//! `metadata.resourceVersion` as preconditions, so a run changed, or deleted and recreated
+//! under the same name, since it was printed is never approved unseen.
 
 use std::io::BufRead;
 
 use clap::Args;
 use kube::api::{Api, Patch, PatchParams};
+use kube::{Error as KubeError, ResourceExt};
+use stagehand_config::fingerprint::footprint_text;
+use stagehand_crds::unversioned::FrozenPlan;
 use stagehand_crds::{APPROVE_PLAN_ANNOTATION, Approval, MigrationRun};
 
 use super::output::{EXIT_INVALID, EXIT_OK, EXIT_USAGE};
@@ -88,23 +94,86 @@ pub fn run(args: ApproveArgs) -> u8 {
             eprintln!("stagehand approve: not confirmed: nothing approved");
             return EXIT_INVALID;
         }
-        let patch = serde_json::json!({
-            "metadata": {"annotations": {APPROVE_PLAN_ANNOTATION: digest}}
-        });
-        match api
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            Ok(_) => {
+        match annotate(&api, &run, &digest).await {
+            Ok(()) => {
                 println!("migrationrun/{name}: plan {digest} approved");
                 EXIT_OK
             }
+            Err(e @ (AnnotateError::Changed { .. } | AnnotateError::Gone { .. })) => {
+                eprintln!("stagehand approve: {e}");
+                EXIT_INVALID
+            }
             Err(e) => {
-                eprintln!("stagehand approve: annotating migrationrun/{name}: {e}");
+                eprintln!("stagehand approve: {e}");
                 EXIT_USAGE
             }
         }
     })
+}
+
+/// Why an approval was not written.
+#[derive(Debug, thiserror::Error)]
+pub enum AnnotateError {
+    /// The run's uid or resourceVersion is no longer the one read (409 Conflict).
+    #[error(
+        "migrationrun/{name} changed, or was deleted and recreated, since it was read: nothing approved. Review it again: run `stagehand approve migrationrun/{name}` once more"
+    )]
+    Changed {
+        /// The run.
+        name: String,
+    },
+    /// The run is gone (404).
+    #[error("migrationrun/{name} was deleted since it was read: nothing approved")]
+    Gone {
+        /// The run.
+        name: String,
+    },
+    /// The run as read carries no uid or resourceVersion to guard the patch with.
+    #[error(
+        "migrationrun/{name} as read has no metadata.uid or metadata.resourceVersion: nothing approved"
+    )]
+    Unidentified {
+        /// The run.
+        name: String,
+    },
+    /// Any other API error.
+    #[error("annotating migrationrun/{name}: {source}")]
+    Api {
+        /// The run.
+        name: String,
+        /// The error.
+        source: KubeError,
+    },
+}
+
+/// Annotates `read` (the run as it was read and printed) `stagehand.dev/approve-plan=<digest>`
+/// with a JSON merge patch that carries its `metadata.uid` and `metadata.resourceVersion`:
+/// the API server refuses it (409 Conflict) if the run changed or was recreated since.
+pub async fn annotate(
+    api: &Api<MigrationRun>,
+    read: &MigrationRun,
+    digest: &str,
+) -> Result<(), AnnotateError> {
+    let name = read.name_any();
+    let (Some(uid), Some(version)) = (read.uid(), read.resource_version()) else {
+        return Err(AnnotateError::Unidentified { name });
+    };
+    let patch = serde_json::json!({
+        "metadata": {
+            "uid": uid,
+            "resourceVersion": version,
+            "annotations": {APPROVE_PLAN_ANNOTATION: digest},
+        }
+    });
+    match api
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(KubeError::Api(e)) if e.code == 409 => Err(AnnotateError::Changed { name }),
+        Err(KubeError::Api(e)) if e.code == 404 => Err(AnnotateError::Gone { name }),
+        Err(source) => Err(AnnotateError::Api { name, source }),
+    }
 }
 
 /// The digest of the plan `run` waits to have approved, or why there is nothing to approve.
@@ -135,6 +204,9 @@ fn print_plan(name: &str, run: &MigrationRun, digest: &str) {
         run.spec.release,
         status.last_migrated_release.as_deref().unwrap_or("none")
     );
+    if let Some(frozen) = &status.frozen_plan {
+        println!("{}", covered(frozen));
+    }
     let rows: Vec<[String; 6]> = status
         .actions
         .iter()
@@ -150,6 +222,29 @@ fn print_plan(name: &str, run: &MigrationRun, digest: &str) {
         })
         .collect();
     print_plan_rows(&rows);
+}
+
+/// What a plan's digest covers, in one line.
+pub fn covered(frozen: &FrozenPlan) -> String {
+    if frozen.declarations_digest.is_none() {
+        return "the digest covers the declarations only (planned by an earlier Stagehand): the operator plans the run again, under a new digest, before it can run".into();
+    }
+    let prints: Vec<String> = frozen
+        .footprints
+        .iter()
+        .filter_map(crate::run::ledger::footprint_of)
+        .map(|print| footprint_text(&print))
+        .collect();
+    format!(
+        "the digest covers the stage's declarations, installedRelease {}, the last migrated release {} and the recorded footprints of its tagged actions ({})",
+        frozen.installed_release.as_deref().unwrap_or("(none)"),
+        frozen.last_migrated_release.as_deref().unwrap_or("none"),
+        if prints.is_empty() {
+            "none".to_string()
+        } else {
+            prints.join(", ")
+        }
+    )
 }
 
 fn confirmed(name: &str, digest: &str) -> bool {

@@ -7,7 +7,8 @@
 //! operator has observed its generation (a run it has not seen yet is pending, never done),
 //! then `Stalled=True` is a failure and `Ready=True` a success. [`Follower`] turns successive
 //! snapshots of a run into the lines to print; [`newest_per_stage`] picks, for
-//! `--for-release`, the run of each stage that the deployment waits on. Only [`run`] talks to
+//! `--for-release`, the run of each stage that the deployment waits on: a dry run changed
+//! nothing, so it does not count unless `--include-dry-runs` is given. Only [`run`] talks to
 //! the cluster.
 
 use std::collections::{BTreeMap, HashMap};
@@ -39,6 +40,10 @@ pub struct WaitArgs {
     /// With `--for-release`: only the runs of this Migration.
     #[arg(long, requires = "for_release", value_name = "NAME")]
     pub migration: Option<String>,
+    /// With `--for-release`: count dry runs (`spec.dryRun: true`) too. Without it, a stage
+    /// whose newest run is a dry run is not done: a dry run changed nothing.
+    #[arg(long, requires = "for_release")]
+    pub include_dry_runs: bool,
     /// The namespace (default: the kubeconfig context's).
     #[arg(short = 'n', long)]
     pub namespace: Option<String>,
@@ -157,18 +162,38 @@ impl Follower {
     }
 }
 
+/// Which runs `--for-release` counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DryRuns {
+    /// Real runs only (the default): a dry run changed nothing.
+    Left,
+    /// Real and dry runs (`--include-dry-runs`).
+    Counted,
+    /// Dry runs only (what was left out, to say so).
+    Only,
+}
+
 /// For `--for-release`: the newest run (by creation time, then name) of each Migration and
-/// stage among `runs` that are for `release` (and of `migration`, when given), keyed by
-/// (Migration, stage).
+/// stage among `runs` that are for `release` (and of `migration`, when given) and that `dry`
+/// counts, keyed by (Migration, stage).
 pub fn newest_per_stage<'a>(
     runs: impl IntoIterator<Item = &'a MigrationRun>,
     release: &str,
     migration: Option<&str>,
+    dry: DryRuns,
 ) -> BTreeMap<(String, Stage), &'a MigrationRun> {
     let same = |a: &str| a.trim_start_matches('v') == release.trim_start_matches('v');
+    let counted = |r: &MigrationRun| match dry {
+        DryRuns::Left => !r.spec.dry_run,
+        DryRuns::Counted => true,
+        DryRuns::Only => r.spec.dry_run,
+    };
     let mut out: BTreeMap<(String, Stage), &MigrationRun> = BTreeMap::new();
     for run in runs {
-        if !same(&run.spec.release) || migration.is_some_and(|m| m != run.spec.migration_ref) {
+        if !same(&run.spec.release)
+            || migration.is_some_and(|m| m != run.spec.migration_ref)
+            || !counted(run)
+        {
             continue;
         }
         let key = (run.spec.migration_ref.clone(), run.spec.stage);
@@ -187,8 +212,29 @@ pub fn newest_per_stage<'a>(
 
 /// The verdict over a release's runs: failed as soon as one fails; succeeded when every
 /// Migration with a run for the release has a succeeded pre and post run; pending otherwise.
-pub fn release_verdict(newest: &BTreeMap<(String, Stage), &MigrationRun>) -> Verdict {
+/// `dry` holds the newest dry runs left out (empty with `--include-dry-runs`): a stage that
+/// has only those is not done, and the verdict says why.
+pub fn release_verdict(
+    newest: &BTreeMap<(String, Stage), &MigrationRun>,
+    dry: &BTreeMap<(String, Stage), &MigrationRun>,
+) -> Verdict {
     let mut pending = Vec::new();
+    let only_dry = |migration: &str, stage: Stage| {
+        dry.get(&(migration.to_string(), stage)).map(|run| {
+            format!(
+                "Migration {migration}: no {stage} run yet ({} is a dry run, which changed nothing and does not count: pass --include-dry-runs to count it)",
+                run.name_any()
+            )
+        })
+    };
+    // A Migration with dry runs only is part of the release too: both its stages wait.
+    for (migration, stage) in dry.keys() {
+        if !newest.keys().any(|(m, _)| m == migration)
+            && let Some(line) = only_dry(migration, *stage)
+        {
+            pending.push(line);
+        }
+    }
     for ((migration, stage), run) in newest {
         match verdict(run) {
             Verdict::Failed(m) => {
@@ -202,10 +248,13 @@ pub fn release_verdict(newest: &BTreeMap<(String, Stage), &MigrationRun>) -> Ver
             Stage::Post => Stage::Pre,
         };
         if !newest.contains_key(&(migration.clone(), other)) {
-            pending.push(format!("Migration {migration}: no {other} run yet"));
+            pending.push(
+                only_dry(migration, other)
+                    .unwrap_or_else(|| format!("Migration {migration}: no {other} run yet")),
+            );
         }
     }
-    if newest.is_empty() {
+    if newest.is_empty() && dry.is_empty() {
         return Verdict::Pending("NotFound: no run for this release yet".into());
     }
     if pending.is_empty() {
@@ -294,6 +343,8 @@ enum Target {
         migration: Option<String>,
         /// Only the runs of this run's Migration (known once the run is seen).
         of_run: Option<String>,
+        /// Whether dry runs count.
+        dry: DryRuns,
     },
 }
 
@@ -324,6 +375,11 @@ fn target_of(args: &WaitArgs) -> Result<Target, String> {
                 release: release.clone(),
                 migration,
                 of_run,
+                dry: if args.include_dry_runs {
+                    DryRuns::Counted
+                } else {
+                    DryRuns::Left
+                },
             })
         }
         (None, None) => Err("name a run (migrationrun/NAME) or --for-release RELEASE".into()),
@@ -433,6 +489,7 @@ async fn follow(
                 release,
                 migration,
                 of_run,
+                dry,
             } => {
                 let of_run_migration = of_run
                     .as_ref()
@@ -449,14 +506,19 @@ async fn follow(
                     continue;
                 }
                 let only = migration.as_deref().or(of_run_migration.as_deref());
-                let newest = newest_per_stage(runs.values(), release, only);
+                let newest = newest_per_stage(runs.values(), release, only, *dry);
+                let left_out = if *dry == DryRuns::Left {
+                    newest_per_stage(runs.values(), release, only, DryRuns::Only)
+                } else {
+                    BTreeMap::new()
+                };
                 for run in newest.values() {
                     let follower = followers.entry(run.name_any()).or_default();
                     for line in follower.observe(run) {
                         println!("{line}");
                     }
                 }
-                release_verdict(&newest)
+                release_verdict(&newest, &left_out)
             }
         };
         match verdict {
@@ -649,18 +711,51 @@ mod tests {
         let mut pre = ready("pre-2", Stage::Pre);
         pre.metadata.creation_timestamp = Some(Time(Timestamp::now()));
         let runs = [old_failed, pre.clone()];
-        let newest = newest_per_stage(runs.iter(), "1.18.0", None);
+        let newest = newest_per_stage(runs.iter(), "1.18.0", None, DryRuns::Left);
         assert_eq!(newest.len(), 1);
         assert!(
-            matches!(release_verdict(&newest), Verdict::Pending(m) if m.contains("no post run")),
+            matches!(release_verdict(&newest, &BTreeMap::new()), Verdict::Pending(m) if m.contains("no post run")),
             "only the pre run: pending, and the failed older run is superseded"
         );
         let post = ready("post-1", Stage::Post);
         let runs = [pre.clone(), post];
-        let newest = newest_per_stage(runs.iter(), "v1.18.0", Some("opendesk"));
-        assert!(matches!(release_verdict(&newest), Verdict::Succeeded(_)));
-        assert!(newest_per_stage(runs.iter(), "v1.18.0", Some("other")).is_empty());
-        assert!(newest_per_stage(runs.iter(), "v1.19.0", None).is_empty());
+        let newest = newest_per_stage(runs.iter(), "v1.18.0", Some("opendesk"), DryRuns::Left);
+        assert!(matches!(
+            release_verdict(&newest, &BTreeMap::new()),
+            Verdict::Succeeded(_)
+        ));
+        assert!(newest_per_stage(runs.iter(), "v1.18.0", Some("other"), DryRuns::Left).is_empty());
+        assert!(newest_per_stage(runs.iter(), "v1.19.0", None, DryRuns::Left).is_empty());
+    }
+
+    #[test]
+    fn for_release_counts_a_dry_run_only_when_asked() {
+        let pre = ready("pre", Stage::Pre);
+        let mut dry_post = ready("post-dry", Stage::Post);
+        dry_post.spec.dry_run = true;
+        let runs = [pre, dry_post];
+        let newest = newest_per_stage(runs.iter(), "v1.18.0", None, DryRuns::Left);
+        let left_out = newest_per_stage(runs.iter(), "v1.18.0", None, DryRuns::Only);
+        assert_eq!(
+            release_verdict(&newest, &left_out),
+            Verdict::Pending("Migration opendesk: no post run yet (post-dry is a dry run, which changed nothing and does not count: pass --include-dry-runs to count it)".into())
+        );
+        let all = newest_per_stage(runs.iter(), "v1.18.0", None, DryRuns::Counted);
+        assert!(matches!(
+            release_verdict(&all, &BTreeMap::new()),
+            Verdict::Succeeded(_)
+        ));
+        // Dry runs only: pending, saying so for each stage.
+        let mut dry_pre = ready("pre-dry", Stage::Pre);
+        dry_pre.spec.dry_run = true;
+        let runs = [dry_pre, runs[1].clone()];
+        let newest = newest_per_stage(runs.iter(), "v1.18.0", None, DryRuns::Left);
+        let left_out = newest_per_stage(runs.iter(), "v1.18.0", None, DryRuns::Only);
+        assert!(newest.is_empty());
+        assert!(
+            matches!(release_verdict(&newest, &left_out), Verdict::Pending(m)
+                if m.contains("no pre run yet (pre-dry is a dry run") && m.contains("no post run yet (post-dry is a dry run")),
+        );
     }
 
     #[test]

@@ -1,9 +1,11 @@
 //! Step 5, `approval`: may a run that passed its preflight change anything? An
 //! `Automatic` run may. A `Manual` run may once it is annotated
 //! `stagehand.dev/approve-plan=<digest>` with the digest of the plan it froze
-//! (`status.frozenPlan.digest`): a person approved exactly this plan. An annotation with
-//! another digest approved another plan (the declarations, or what the plan was computed from,
-//! changed since) and is refused.
+//! (`status.frozenPlan.digest`): a person approved exactly this plan. The digest covers the
+//! declarations and everything the decisions were computed from (`installedRelease`, the last
+//! migrated release, the recorded footprints: [`super::freeze`]); a run whose history changed
+//! before its first action plans again under a new digest. An annotation with another digest
+//! approved another plan and is refused.
 
 use std::ops::ControlFlow;
 
@@ -42,7 +44,7 @@ pub fn check(run: &MigrationRun, digest: &str) -> Verdict {
     {
         Some(approved) if approved == digest => Verdict::Approved,
         Some(other) => Verdict::Awaiting(format!(
-            "the approval names plan {other}, but this run's plan is {digest} (it is not the plan that was approved): {how}"
+            "the approval names plan {other}, but this run's plan is {digest} (it is not the plan that was approved: the declarations, or the history ledger or installedRelease it was computed from, changed since; the run's Replanned event says what): {how}"
         )),
         None => Verdict::Awaiting(format!(
             "waiting for approval of plan {digest}; nothing was changed: {how}"

@@ -1,18 +1,24 @@
 //! Step 3, `freeze`: the plan of the stage, frozen into the run's status with the
-//! Migration's generation and a digest of every declaration, and the check that the Migration
-//! still declares what the run planned before each action starts (and on resume); for a post
-//! run, that the pre stage is still what its pre run froze. The decisions are pure; [`step`]
-//! writes the plan, and takes the run finalizer ([`super::finalizer`]) before it.
+//! Migration's generation, a digest of every declaration and what the decisions were computed
+//! from ([`Basis`]: `installedRelease`, the last migrated release, the recorded footprints),
+//! and the check that the Migration still declares what the run planned before each action
+//! starts (and on resume); for a post run, that the pre stage is still what its pre run
+//! froze. Until its first action starts, a run whose basis changed (the ledger or
+//! `installedRelease` edited) plans again: its plan gets a new digest, which a `Manual` run
+//! needs approved anew. The decisions are pure; [`step`] writes the plan, and takes the run
+//! finalizer ([`super::finalizer`]) before it.
 
 use std::ops::ControlFlow;
 
 use kube::ResourceExt;
 use kube::runtime::events::EventType;
 use stagehand_actions::instantiate;
-use stagehand_config::fingerprint::ActionDigest;
-use stagehand_config::{Decision, Fingerprint, Plan, Stage, plan_stage};
+use stagehand_config::fingerprint::{ActionDigest, Basis, plan_digest};
+use stagehand_config::{Decision, Fingerprint, Footprint, Plan, Stage, plan_stage};
 use stagehand_crds::Migration;
-use stagehand_crds::unversioned::{ActionDecision, ActionStatus, FrozenPlan, MigrationRunStatus};
+use stagehand_crds::unversioned::{
+    ActionDecision, ActionStatus, FrozenPlan, HistoryEntry, MigrationRunStatus,
+};
 use tracing::info;
 
 use super::assess::Assessed;
@@ -26,10 +32,12 @@ use super::reconcile::{Reconcile, Step, label, now};
 /// The reason of an action the run planned to run.
 pub const IN_WINDOW: &str = "InWindow";
 
-/// The status entries of a new plan, and what it froze.
+/// The status entries of a new plan, and what it froze: the declarations (`fingerprint`) and
+/// what the decisions were computed from (`basis`), under one digest.
 pub fn freeze(
     plan: &Plan,
     fingerprint: &Fingerprint,
+    basis: &Basis,
     generation: Option<i64>,
 ) -> (Vec<ActionStatus>, FrozenPlan) {
     let actions = plan
@@ -55,7 +63,21 @@ pub fn freeze(
     let [release_version, secret_files, object_store, actions_skip] = fingerprint.fields.clone();
     let frozen = FrozenPlan {
         migration_generation: generation,
-        digest: fingerprint.digest(),
+        digest: plan_digest(fingerprint, basis),
+        declarations_digest: Some(fingerprint.digest()),
+        installed_release: basis.installed_release.clone(),
+        last_migrated_release: basis.last_migrated_release.clone(),
+        footprints: basis
+            .footprints
+            .iter()
+            .map(|f| HistoryEntry {
+                stage: Some(f.stage),
+                id: f.id.clone(),
+                tag: f.tag.clone(),
+                run_mode: f.run_mode.clone(),
+                ..HistoryEntry::default()
+            })
+            .collect(),
         release_version,
         secret_files,
         object_store,
@@ -90,14 +112,60 @@ pub fn frozen(status: &MigrationRunStatus) -> Option<Fingerprint> {
     })
 }
 
+/// The basis a run froze into `status`; `None` for a plan frozen before plans froze their
+/// basis (its digest covered the declarations only).
+pub fn frozen_basis(status: &MigrationRunStatus) -> Option<Basis> {
+    let plan = status.frozen_plan.as_ref()?;
+    plan.declarations_digest.as_ref()?;
+    Some(Basis {
+        installed_release: plan.installed_release.clone(),
+        last_migrated_release: plan.last_migrated_release.clone(),
+        footprints: plan
+            .footprints
+            .iter()
+            .filter_map(|e| {
+                Some(Footprint {
+                    stage: e.stage?,
+                    id: e.id.clone(),
+                    tag: e.tag.clone(),
+                    run_mode: e.run_mode.clone(),
+                })
+            })
+            .collect(),
+    })
+}
+
+/// `Some(why)` when the run has not started an action and what its plan was decided from is no
+/// longer `current` (pure): the ledger's last migrated release or footprints, or
+/// `installedRelease`, changed since it planned, or it was planned by a Stagehand whose digest
+/// did not cover them. Such a run plans again; the declarations are
+/// [`declarations_changed`]'s business.
+pub fn basis_changed(
+    status: &MigrationRunStatus,
+    declarations: &Fingerprint,
+    current: &Basis,
+) -> Option<String> {
+    let plan = status.frozen_plan.as_ref()?;
+    if status.actions.iter().any(|a| a.start_time.is_some())
+        || plan.digest == plan_digest(declarations, current)
+    {
+        return None;
+    }
+    Some(match frozen_basis(status) {
+        None => "it was planned by an earlier Stagehand, whose plan digest did not cover the history and installedRelease the decisions were computed from".into(),
+        Some(then) => current
+            .first_change(&then)
+            .unwrap_or_else(|| "what the plan was computed from changed".into()),
+    })
+}
+
 /// How `current` differs from the fingerprint a run froze into `status` (its first change),
 /// or `None` when it does not, or the run planned before plans were frozen.
 fn difference(status: &MigrationRunStatus, current: &Fingerprint) -> Option<String> {
-    let plan = status.frozen_plan.as_ref()?;
-    if plan.digest == current.digest() {
+    let then = frozen(status)?;
+    if then.digest() == current.digest() {
         return None;
     }
-    let then = frozen(status)?;
     Some(
         current
             .first_change(&then)
@@ -161,8 +229,10 @@ pub(super) async fn step(
 ) -> Step<Planned> {
     let stage = r.run.spec.stage;
     let declarations = &assessed.assessment.declarations;
-    let plan = plan_stage(declarations, stage, &assessed.assessment.context);
+    let context = &assessed.assessment.context;
+    let plan = plan_stage(declarations, stage, context);
     let fingerprint = declarations.fingerprint(stage);
+    let basis = Basis::of(declarations, stage, context);
     let first_pass = r.status.start_time.is_none();
     if first_pass
         && stage == Stage::Post
@@ -184,14 +254,9 @@ pub(super) async fn step(
         r.unconfirmed_version = Some(version);
     }
     if first_pass {
-        let (actions, frozen) = freeze(&plan, &fingerprint, migration.metadata.generation);
+        let (actions, frozen) = freeze(&plan, &fingerprint, &basis, migration.metadata.generation);
         r.status.start_time = Some(now());
-        r.status.last_migrated_release = assessed
-            .assessment
-            .context
-            .last_migrated
-            .as_ref()
-            .map(ToString::to_string);
+        r.status.last_migrated_release = basis.last_migrated_release.clone();
         r.status.actions = actions;
         r.status.frozen_plan = Some(frozen);
         r.write(&Phase::Running("planned".into())).await?;
@@ -199,7 +264,7 @@ pub(super) async fn step(
         info!(actions = r.status.actions.len(), "planned");
     } else if r.status.frozen_plan.is_none() {
         // Planned by a Stagehand that did not freeze plans: freeze what is declared now.
-        let (actions, frozen) = freeze(&plan, &fingerprint, migration.metadata.generation);
+        let (actions, frozen) = freeze(&plan, &fingerprint, &basis, migration.metadata.generation);
         for (entry, planned) in r.status.actions.iter_mut().zip(actions) {
             if entry.index == planned.index {
                 entry.digest = planned.digest;
@@ -210,6 +275,27 @@ pub(super) async fn step(
         declarations_changed(&r.status, &fingerprint, migration.metadata.generation)
     {
         return r.stop(Phase::DeclarationsChanged(message)).await;
+    } else if let Some(why) = basis_changed(&r.status, &fingerprint, &basis) {
+        // Nothing applied yet: the plan is decided again from what is recorded now, under a
+        // new digest (an approval of the old one approves nothing).
+        let was = r
+            .status
+            .frozen_plan
+            .as_ref()
+            .map(|f| f.digest.clone())
+            .unwrap_or_default();
+        let (actions, frozen) = freeze(&plan, &fingerprint, &basis, migration.metadata.generation);
+        let message = format!(
+            "planned again before its first action: {why}; its plan is now {} (was {was})",
+            frozen.digest
+        );
+        r.status.last_migrated_release = basis.last_migrated_release.clone();
+        r.status.actions = actions;
+        r.status.frozen_plan = Some(frozen);
+        r.write(&Phase::Running(message.clone())).await?;
+        r.event(EventType::Normal, "Replanned", message.clone())
+            .await;
+        info!(%message, "planned again");
     }
     match prepare(&r.status, &plan) {
         Ok(prepared) => Ok(ControlFlow::Continue(Planned { plan, prepared })),
@@ -282,7 +368,7 @@ fn prepare(status: &MigrationRunStatus, plan: &Plan) -> Result<Vec<(usize, Prepa
 mod tests {
     use super::*;
     use serde_json::json;
-    use stagehand_config::{Declarations, Deployment, Release, Stage, plan_stage};
+    use stagehand_config::{Declarations, Deployment, Footprint, Release, Stage, plan_stage};
 
     fn declarations(ldap_dry_run: bool, skip_post: bool) -> Declarations {
         let spec = json!({
@@ -303,13 +389,21 @@ mod tests {
         Declarations::from_spec(&spec).unwrap_or_default()
     }
 
+    fn deployment(last: &str, history: Vec<Footprint>) -> Deployment {
+        Deployment {
+            last_migrated: Release::parse(last).ok(),
+            history,
+        }
+    }
+
     fn planned(d: &Declarations) -> MigrationRunStatus {
-        let context = Deployment {
-            last_migrated: Release::parse("v1.17.3").ok(),
-            history: Vec::new(),
-        };
-        let plan = plan_stage(d, Stage::Pre, &context);
-        let (actions, frozen_plan) = freeze(&plan, &d.fingerprint(Stage::Pre), Some(4));
+        planned_in(d, &deployment("v1.17.3", Vec::new()))
+    }
+
+    fn planned_in(d: &Declarations, context: &Deployment) -> MigrationRunStatus {
+        let plan = plan_stage(d, Stage::Pre, context);
+        let basis = Basis::of(d, Stage::Pre, context);
+        let (actions, frozen_plan) = freeze(&plan, &d.fingerprint(Stage::Pre), &basis, Some(4));
         MigrationRunStatus {
             actions,
             frozen_plan: Some(frozen_plan),
@@ -357,6 +451,75 @@ mod tests {
             None
         );
         assert!(declarations_changed(&status, &other.fingerprint(Stage::Post), Some(6)).is_some());
+    }
+
+    /// The ledger's footprint of the `ldap_entryuuid_to_object_identifier` declaration.
+    fn ldap_print() -> Footprint {
+        Footprint {
+            stage: Stage::Pre,
+            id: "ldap_entryuuid_to_object_identifier".into(),
+            tag: Some("v1.18.0".into()),
+            run_mode: Some("apply".into()),
+        }
+    }
+
+    #[test]
+    fn a_plan_whose_history_changed_before_its_first_action_plans_again() {
+        let d = declarations(false, false);
+        let status = planned(&d);
+        let print = d.fingerprint(Stage::Pre);
+        let basis = |c: &Deployment| Basis::of(&d, Stage::Pre, c);
+        let same = deployment("v1.17.3", Vec::new());
+        assert_eq!(basis_changed(&status, &print, &basis(&same)), None);
+        // The footprint recorded since: the action it decides would now be skipped.
+        let recorded = deployment("v1.17.3", vec![ldap_print()]);
+        assert_eq!(
+            basis_changed(&status, &print, &basis(&recorded)).as_deref(),
+            Some(
+                "the footprint pre ldap_entryuuid_to_object_identifier v1.18.0 apply is now recorded in the history"
+            )
+        );
+        // The ledger's release edited.
+        assert_eq!(
+            basis_changed(&status, &print, &basis(&deployment("v1.16.2", Vec::new()))).as_deref(),
+            Some("the last migrated release changed from v1.17.3 to v1.16.2")
+        );
+        // Planned with the footprint, then it is gone.
+        let with = planned_in(&d, &recorded);
+        assert_eq!(with.actions[1].reason, "FootprintRecorded");
+        assert_ne!(
+            with.frozen_plan.as_ref().map(|f| &f.digest),
+            status.frozen_plan.as_ref().map(|f| &f.digest)
+        );
+        assert!(
+            basis_changed(&with, &print, &basis(&same))
+                .is_some_and(|m| m.contains("is no longer recorded")),
+        );
+        // A footprint of another action, or of the other stage, decides nothing here.
+        let unrelated = deployment(
+            "v1.17.3",
+            vec![Footprint {
+                stage: Stage::Post,
+                ..ldap_print()
+            }],
+        );
+        assert_eq!(basis_changed(&status, &print, &basis(&unrelated)), None);
+        // Once an action started, its own footprints change the history: not judged.
+        let mut started = status.clone();
+        started.actions[0].start_time = Some("2026-12-01T10:00:00Z".into());
+        assert_eq!(basis_changed(&started, &print, &basis(&recorded)), None);
+        // A plan frozen by an earlier Stagehand (its digest over the declarations only).
+        let mut old = status.clone();
+        if let Some(f) = old.frozen_plan.as_mut() {
+            f.digest = print.digest();
+            f.declarations_digest = None;
+        }
+        assert!(
+            basis_changed(&old, &print, &basis(&same))
+                .is_some_and(|m| m.contains("planned by an earlier Stagehand"))
+        );
+        // ... whose declarations are still judged as before.
+        assert_eq!(declarations_changed(&old, &print, Some(4)), None);
     }
 
     #[test]
