@@ -257,22 +257,20 @@ async fn the_standby_finishes_the_run_of_a_leader_stopped_mid_action() {
     hold_pod(&ns.name, "ox-connector-0");
     apply(&migration(&ns.name).pre(scale_down()).to_yaml());
     let config = stagehand_e2e::kubeconfig();
-    let args = |id: &'static str| {
-        [
-            "--leader-election-identity",
-            id,
-            "--probe-address",
-            "127.0.0.1:0",
-            "--metrics-address",
-            "127.0.0.1:0",
-        ]
-    };
-    let mut first = OperatorProcess::start_with(&ns.name, &config, &args("replica-a"));
+    let mut first = OperatorProcess::start_with(
+        &ns.name,
+        &config,
+        &stagehand_e2e::proxy::replica_args("replica-a"),
+    );
     wait_for("replica-a to lead", Duration::from_secs(60), || async {
         (lease_holder(&ns.name) == "replica-a").then_some(())
     })
     .await;
-    let _second = OperatorProcess::start_with(&ns.name, &config, &args("replica-b"));
+    let _second = OperatorProcess::start_with(
+        &ns.name,
+        &config,
+        &stagehand_e2e::proxy::replica_args("replica-b"),
+    );
     apply(&run(&ns.name, "pre", "pre", false));
     wait_for(
         "the action to be running",
