@@ -1,4 +1,4 @@
-//! The chart's PrometheusRule (`deploy/chart/templates/prometheusrule.yaml`) with Prometheus'
+//! The chart's PrometheusRule (`deploy/charts/stagehand/templates/prometheusrule.yaml`) with Prometheus'
 //! own tooling: `promtool check rules` on the rendered rules and `promtool test rules` with
 //! the unit tests of `e2e/prometheus/rules.test.yaml`, whose input series are those of
 //! `e2e/prometheus/metrics-fixture.txt` — the `/metrics` output of a real operator — and a
@@ -54,7 +54,7 @@ fn rendered_rules() -> serde_yaml::Value {
         .args([
             "template",
             "stagehand",
-            "deploy/chart",
+            "deploy/charts/stagehand",
             "--namespace",
             "stagehand-system",
             "--set",

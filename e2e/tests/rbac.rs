@@ -1,4 +1,4 @@
-//! The Helm chart in `deploy/chart`: it lints, its rendering is the committed
+//! The Helm chart in `deploy/charts/stagehand`: it lints, its rendering is the committed
 //! `deploy/manifests/stagehand.yaml`, its CRDs are `stagehand crds`, and its RBAC is sufficient
 //! (the operator runs under the chart's ServiceAccount, with a token from `kubectl create
 //! token`, and a `workload_scale` run goes Ready) and necessary in a clear way (without the
@@ -20,8 +20,8 @@ use stagehand_e2e::{
 };
 
 /// The three comment lines on top of `deploy/manifests/stagehand.yaml`.
-const MANIFEST_HEADER: &str = "# GENERATED from deploy/chart: do not edit. Regenerate with\n\
-#   \"$(e2e/cluster/build-helm | tail -n1)\" template stagehand deploy/chart --namespace stagehand-system --include-crds\n\
+const MANIFEST_HEADER: &str = "# GENERATED from deploy/charts/stagehand: do not edit. Regenerate with\n\
+#   \"$(e2e/cluster/build-helm | tail -n1)\" template stagehand deploy/charts/stagehand --namespace stagehand-system --include-crds\n\
 # (keeping these three comment lines); e2e/tests/rbac.rs fails when it is stale.\n";
 
 fn root() -> PathBuf {
@@ -61,11 +61,11 @@ fn without_comments(text: &str) -> String {
 
 #[test]
 fn the_chart_lints_and_the_committed_manifests_are_its_rendering() {
-    helm(&["lint", "--strict", "deploy/chart"]);
+    helm(&["lint", "--strict", "deploy/charts/stagehand"]);
     helm(&[
         "lint",
         "--strict",
-        "deploy/chart",
+        "deploy/charts/stagehand",
         "--set",
         "watchNamespace=*",
         "--set",
@@ -74,14 +74,14 @@ fn the_chart_lints_and_the_committed_manifests_are_its_rendering() {
     helm(&[
         "lint",
         "--strict",
-        "deploy/chart",
+        "deploy/charts/stagehand",
         "--set",
         "rbac.allSecrets=true",
     ]);
     let rendered = helm(&[
         "template",
         "stagehand",
-        "deploy/chart",
+        "deploy/charts/stagehand",
         "--namespace",
         "stagehand-system",
         "--include-crds",
@@ -97,13 +97,13 @@ fn the_chart_lints_and_the_committed_manifests_are_its_rendering() {
 #[test]
 fn the_chart_s_crds_are_the_generated_ones() {
     let generated = ok("stagehand crds", &stagehand(&["crds"]));
-    let chart = std::fs::read_to_string(root().join("deploy/chart/crds/stagehand-crds.yaml"))
+    let chart = std::fs::read_to_string(root().join("deploy/charts/stagehand/crds/stagehand-crds.yaml"))
         .expect("reading the chart's CRDs");
     let committed = std::fs::read_to_string(root().join("deploy/crds/stagehand-crds.yaml"))
         .expect("reading deploy/crds/stagehand-crds.yaml");
     assert!(
         without_comments(&chart) == without_comments(&generated),
-        "deploy/chart/crds/stagehand-crds.yaml differs from `stagehand crds`: regenerate it as its first lines say"
+        "deploy/charts/stagehand/crds/stagehand-crds.yaml differs from `stagehand crds`: regenerate it as its first lines say"
     );
     assert!(
         committed == generated,
@@ -127,7 +127,7 @@ fn secret_rules(values: &[&str]) -> Vec<Value> {
     let mut args = vec![
         "template",
         "stagehand",
-        "deploy/chart",
+        "deploy/charts/stagehand",
         "--namespace",
         "stagehand-system",
         "--show-only",
@@ -185,7 +185,7 @@ fn secrets_are_granted_by_name_and_none_by_default() {
 /// after the namespace with the `--set`s of `values`, installed into it; `edit` may change
 /// them first. Returns the ServiceAccount's name and a guard of the cluster-scoped objects.
 fn install_rbac(ns: &str, values: &[&str], edit: impl Fn(&mut Value)) -> (String, ClusterObjects) {
-    let mut args = vec!["template", ns, "deploy/chart", "--namespace", ns];
+    let mut args = vec!["template", ns, "deploy/charts/stagehand", "--namespace", ns];
     for v in values {
         args.extend(["--set", v]);
     }

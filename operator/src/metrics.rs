@@ -1,7 +1,7 @@
 //! The operator's Prometheus metrics (SPEC 5, operational surface): runs and actions by
 //! result, action duration, reconcile errors, the number of runs waiting, whether this
 //! replica leads, and since when each unfinished run waits or runs (the chart's
-//! PrometheusRule alerts on these, `deploy/chart/templates/prometheusrule.yaml`).
+//! PrometheusRule alerts on these, `deploy/charts/stagehand/templates/prometheusrule.yaml`).
 //!
 //! [`Metrics`] is a cheap, cloneable handle (an `Arc` inside) with no global state: the
 //! command creates one, hands a clone to the controllers and serves [`Metrics::encode`] on
