@@ -908,6 +908,20 @@ pub fn percent_decode(segment: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// The decoded payload (`user:password`) of an `Authorization: Basic <base64>` value, the
+/// scheme in any case; `None` for another scheme or bad base64. Each simulator reads the
+/// bytes as its server does.
+pub(crate) fn basic_payload(value: &str) -> Option<Vec<u8>> {
+    use base64::Engine;
+    let (scheme, encoded) = value.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim())
+        .ok()
+}
+
 fn hex(b: u8) -> Option<u8> {
     match b {
         b'0'..=b'9' => Some(b - b'0'),

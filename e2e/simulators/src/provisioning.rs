@@ -24,11 +24,12 @@ use std::sync::{Mutex, MutexGuard};
 
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::Response;
-use base64::Engine;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::http::{Protocol, SimRequest, SimServer, json_response, percent_decode, text_response};
+use crate::http::{
+    Protocol, SimRequest, SimServer, basic_payload, json_response, percent_decode, text_response,
+};
 
 /// A running Provisioning API simulator.
 pub type ProvisioningSim = SimServer<Provisioning>;
@@ -370,14 +371,7 @@ fn not_found(name: &str) -> Response {
 /// The user and password of an `Authorization: Basic` header.
 fn basic_credentials(request: &SimRequest) -> Option<(String, String)> {
     let value = request.headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, encoded) = value.split_once(' ')?;
-    if !scheme.eq_ignore_ascii_case("basic") {
-        return None;
-    }
-    let decoded = base64::engine::general_purpose::STANDARD
-        .decode(encoded.trim())
-        .ok()?;
-    let decoded = String::from_utf8(decoded).ok()?;
+    let decoded = String::from_utf8(basic_payload(value)?).ok()?;
     let (user, password) = decoded.split_once(':')?;
     Some((user.to_string(), password.to_string()))
 }

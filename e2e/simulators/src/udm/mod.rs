@@ -29,6 +29,10 @@
 //! appears only that long after it was seeded (the permissions the stackdata Job loads late).
 //! Seeded objects keep exactly the properties given: one without `univentionObjectIdentifier`
 //! has none (as objects created before UCS set it).
+//!
+//! This file holds the state (objects, containers, logins) and the seeding; `server/` answers
+//! the requests, one file a resource (its module documentation maps them), and `modules.rs`
+//! holds each module's rules.
 
 mod filter;
 mod modules;
@@ -194,6 +198,23 @@ impl Stored {
         };
         format!("\"{:016x}{:016x}\"", part(1), part(2))
     }
+
+    /// The value of the module's naming property (empty when it has none).
+    fn naming(&self) -> String {
+        naming_of(self.module, &self.properties).unwrap_or_default()
+    }
+}
+
+/// The value of `def`'s naming property in `properties`: the object's RDN value and `id`.
+fn naming_of(def: &ModuleDef, properties: &Map<String, Value>) -> Option<String> {
+    properties
+        .get(def.naming)
+        .and_then(|v| filter::value_strings(v).into_iter().next())
+}
+
+/// The DN of an object of `def` named `naming` in `container`.
+fn object_dn(def: &ModuleDef, naming: &str, container: &str) -> String {
+    format!("{}={},{container}", def.rdn_attr, escape_rdn_value(naming))
 }
 
 #[derive(Debug, Clone)]
@@ -212,6 +233,35 @@ struct Store {
     containers: BTreeSet<String>,
     counter: u64,
     csn: u64,
+}
+
+impl Store {
+    /// A new version of an object: the next change sequence number, modified now.
+    fn version(
+        &mut self,
+        module: &'static ModuleDef,
+        dn: String,
+        uuid: String,
+        properties: Map<String, Value>,
+    ) -> Stored {
+        self.csn += 1;
+        Stored {
+            module,
+            dn,
+            uuid,
+            properties,
+            csn: self.csn,
+            modified: SystemTime::now(),
+        }
+    }
+
+    /// Replaces `current` by its next version, at `dn` with `properties`.
+    fn replace(&mut self, current: &Stored, dn: String, properties: Map<String, Value>) -> Stored {
+        let updated = self.version(current.module, dn, current.uuid.clone(), properties);
+        self.objects.remove(&norm_dn(&current.dn));
+        self.objects.insert(norm_dn(&updated.dn), updated.clone());
+        updated
+    }
 }
 
 /// The UDM REST API simulator's state and behaviour; reach it through [`SimServer::state`].
@@ -390,18 +440,15 @@ impl Udm {
             return Err(SeedError::NotAnObject(module_name.into()));
         };
         let properties = coerce_loosely(def, properties);
-        let naming = properties
-            .get(def.naming)
-            .and_then(|v| filter::value_strings(v).into_iter().next())
-            .ok_or_else(|| SeedError::MissingName {
-                module: module_name.into(),
-                property: def.naming.into(),
-            })?;
+        let naming = naming_of(def, &properties).ok_or_else(|| SeedError::MissingName {
+            module: module_name.into(),
+            property: def.naming.into(),
+        })?;
         let base = self.base_dn();
         let container = position
             .map(str::to_string)
             .unwrap_or_else(|| def.default_container(&base));
-        let dn = format!("{}={},{container}", def.rdn_attr, escape_rdn_value(&naming));
+        let dn = object_dn(def, &naming, &container);
         let uuid = uuid.unwrap_or_else(|| self.next_uuid());
         let mut store = lock(&self.store);
         let key = norm_dn(&dn);
@@ -410,15 +457,7 @@ impl Udm {
         {
             return Err(SeedError::Exists(dn));
         }
-        store.csn += 1;
-        let stored = Stored {
-            module: def,
-            dn: dn.clone(),
-            uuid: uuid.clone(),
-            properties,
-            csn: store.csn,
-            modified: SystemTime::now(),
-        };
+        let stored = store.version(def, dn.clone(), uuid.clone(), properties);
         store.containers.insert(norm_dn(&container));
         match delay {
             Some(delay) => store.pending.push((Instant::now() + delay, stored)),
@@ -603,6 +642,11 @@ pub fn parent_dn(dn: &str) -> Option<String> {
         return None;
     }
     Some(parts[1..].join(","))
+}
+
+/// Whether the normalized DN `dn_norm` is `base_norm` or below it.
+fn under(dn_norm: &str, base_norm: &str) -> bool {
+    dn_norm == base_norm || dn_norm.ends_with(&format!(",{base_norm}"))
 }
 
 /// Escapes an RDN value (RFC 4514).
