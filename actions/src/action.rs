@@ -1,8 +1,8 @@
-//! The contract every action implements (SPEC section 5): its typed config
-//! ([`ActionConfig`]), a read-only planning phase and an apply phase ([`Action`]), run by the
-//! operator's run engine in that order, and what they run against ([`ActionContext`]: the
-//! cluster, the run's credentials, the Migration's object store). Nothing here imports an
-//! action or a client: they all build on this.
+//! The contract every action implements (docs/design.md#actions-reports-and-dry-runs): its typed
+//! config ([`ActionConfig`]), a read-only planning phase and an apply phase ([`Action`]), run by
+//! the operator's run engine in that order, and what they run against ([`ActionContext`]: the
+//! cluster, the run's credentials, the Migration's object store). Nothing here imports an action or
+//! a client: they all build on this.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -62,7 +62,7 @@ impl Secrets {
     /// The credential named `name`, or an error naming the secret file.
     pub fn get(&self, name: &str) -> Result<&SecretValue, ActionError> {
         self.0.get(name).ok_or_else(|| {
-            ActionError::Failed(format!(
+            ActionError::NotFound(format!(
                 "the secret file {name:?} is not available: add it to the Migration's secretFiles (or create the Secret it names)"
             ))
         })
@@ -227,7 +227,33 @@ pub enum ActionError {
         /// The API server's answer.
         source: kube::Error,
     },
-    /// The action ran and could not reach its goal (a timeout, a missing object, ...).
+    /// A server refused what was asked by a rule of its own: a credential (HTTP 401, LDAP
+    /// invalidCredentials, an OX authentication fault), a permission (HTTP 403, LDAP
+    /// insufficientAccessRights, a Redis NOPERM) or a rule of its data (UDM 400/422, an OX
+    /// refusal such as `Changing username is disabled!`). Asking again changes nothing: the
+    /// credential, the grant or the data must change first.
+    #[error("{0}")]
+    Refused(String),
+    /// Something the action needs does not exist: an object, a bucket, a handover, a secret
+    /// file (HTTP 404, LDAP noSuchObject, an OX `No such ...` fault).
+    #[error("{0}")]
+    NotFound(String),
+    /// The state differs from what the action expected: the object changed since it was read
+    /// (HTTP 409/412), or another object already holds the name or address (a rename or a
+    /// create that would collide).
+    #[error("{0}")]
+    Conflict(String),
+    /// A server answered something that cannot be read: not JSON, not SOAP, not LDIF, fields
+    /// missing or of the wrong kind. The server (or a proxy in front of it) is not what the
+    /// config points at, or not a version Stagehand speaks.
+    #[error("{0}")]
+    InvalidAnswer(String),
+    /// A server could not be reached or did not answer in time (connection refused, DNS, TLS
+    /// handshake, a timeout, HTTP 502/503/504): a later run may succeed without any change.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The action ran and could not reach its goal: a verification found objects still
+    /// differing, a wait timed out, a task died.
     #[error("{0}")]
     Failed(String),
     /// The operator asked the action to stop (it lost its leadership, or it is shutting
@@ -252,6 +278,41 @@ impl ActionError {
     pub fn kube(context: impl Into<String>) -> impl FnOnce(kube::Error) -> ActionError {
         let context = context.into();
         move |source| ActionError::Kubernetes { context, source }
+    }
+
+    /// The variant an HTTP answer with `status` (one the caller did not expect) stands for:
+    /// 401/403 [`ActionError::Refused`], 404/410 [`ActionError::NotFound`], 409/412
+    /// [`ActionError::Conflict`], 502/503/504 [`ActionError::Unavailable`], any other
+    /// [`ActionError::Failed`]; `message` is the text, unchanged.
+    pub fn for_status(status: u16, message: String) -> ActionError {
+        match status {
+            401 | 403 => ActionError::Refused(message),
+            404 | 410 => ActionError::NotFound(message),
+            409 | 412 => ActionError::Conflict(message),
+            502..=504 => ActionError::Unavailable(message),
+            _ => ActionError::Failed(message),
+        }
+    }
+
+    /// The same kind of error with its message rewritten by `f`, which is given the message
+    /// as printed: how a caller adds what it was doing (`renaming X failed: {cause}`) without
+    /// losing what happened. [`ActionError::Config`] and [`ActionError::Kubernetes`] become
+    /// [`ActionError::Failed`]; [`ActionError::Stopped`] and [`ActionError::Interrupted`] are
+    /// returned as they are (a stop stays a stop).
+    #[must_use]
+    pub fn map_message(self, f: impl FnOnce(String) -> String) -> ActionError {
+        match self {
+            ActionError::Refused(m) => ActionError::Refused(f(m)),
+            ActionError::NotFound(m) => ActionError::NotFound(f(m)),
+            ActionError::Conflict(m) => ActionError::Conflict(f(m)),
+            ActionError::InvalidAnswer(m) => ActionError::InvalidAnswer(f(m)),
+            ActionError::Unavailable(m) => ActionError::Unavailable(f(m)),
+            ActionError::Failed(m) => ActionError::Failed(f(m)),
+            e @ (ActionError::Config(_) | ActionError::Kubernetes { .. }) => {
+                ActionError::Failed(f(e.to_string()))
+            }
+            e @ (ActionError::Stopped(_) | ActionError::Interrupted { .. }) => e,
+        }
     }
 
     /// Whether the action stopped because it was asked to ([`ActionError::Stopped`], also

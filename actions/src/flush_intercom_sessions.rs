@@ -326,18 +326,22 @@ fn flush_summary(target: &str, pattern: &str, f: &Flushed) -> String {
 mod tests {
     use super::*;
 
-    #[test]
-    fn ca_bundle_must_hold_certificates() {
-        assert!(parse_ca_bundle("not pem").is_err());
-        let config: Config = serde_json::from_value(serde_json::json!({
-            "redis": {"caBundle": "nothing here", "tls": false}
-        }))
-        .expect("parses");
-        let paths: Vec<String> = config
+    /// The paths of the semantic issues of the config `json`.
+    fn issue_paths(json: serde_json::Value) -> Vec<String> {
+        let config: Config = serde_json::from_value(json).expect("parses");
+        config
             .semantic_issues()
             .into_iter()
             .map(|i| i.path)
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn ca_bundle_must_hold_certificates() {
+        assert!(parse_ca_bundle("not pem").is_err());
+        let paths = issue_paths(serde_json::json!({
+            "redis": {"caBundle": "nothing here", "tls": false}
+        }));
         assert_eq!(paths, vec!["redis.caBundle", "redis.caBundle"]);
     }
 
@@ -377,14 +381,7 @@ mod tests {
 
     #[test]
     fn databases_beyond_255_are_rejected() {
-        let config: Config =
-            serde_json::from_value(serde_json::json!({"redis": {"database": 256}}))
-                .expect("parses");
-        let paths: Vec<String> = config
-            .semantic_issues()
-            .into_iter()
-            .map(|i| i.path)
-            .collect();
+        let paths = issue_paths(serde_json::json!({"redis": {"database": 256}}));
         assert_eq!(paths, vec!["redis.database"]);
     }
 }

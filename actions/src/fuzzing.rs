@@ -18,11 +18,13 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::action::{ActionError, SecretValue};
 use crate::clients::http::{FullResponse, HttpApi, Response};
+use crate::clients::ldap::dn::{first_rdn_value, norm_dn};
 use crate::clients::ldap::{ldif, wire};
 use crate::clients::ox::{self, OxClient, Service, soap};
+use crate::clients::udm::FUNCTIONAL_ACCOUNT;
 use crate::clients::udm::{UdmClient, UdmObject};
 use crate::functional_accounts::record::OxFunctionalAccounts;
-use crate::functional_accounts::{FUNCTIONAL_ACCOUNT, export, first_rdn_value, name, norm_dn};
+use crate::functional_accounts::{export, name};
 use crate::ldap_entryuuid_to_object_identifier::{format_uuid, parse_uuid};
 use crate::provisioning_drop_subscriptions as provisioning;
 

@@ -9,12 +9,10 @@
 //! Afterwards the directory is searched again and the action fails naming the objects that
 //! still differ.
 //!
-//! Two transports (see [`crate::ldap`]): with `ldap.url` set, Stagehand binds to that server
+//! Two transports (see [`crate::clients::ldap`]): with `ldap.url` set, Stagehand binds to that server
 //! itself as `ldap.bindDn` with the secret file `ldap-admin-password`; without it,
 //! `ldapsearch`/`ldapmodify` run in `ldap.pod`/`ldap.container` through the Kubernetes exec
 //! API, as openDesk's migration does.
-
-use std::time::Duration;
 
 use futures::future::BoxFuture;
 use schemars::JsonSchema;
@@ -24,10 +22,9 @@ use tracing::info;
 
 use crate::action::ActionConfig;
 use crate::action::{Action, ActionContext, ActionError, Outcome, StopSignal};
-use crate::clients::ldap::direct::{DirectDirectory, DirectSettings};
-use crate::clients::ldap::exec::{ExecDirectory, KubeExec, POD_LDAPI_URL};
-use crate::clients::ldap::{Directory, Entry, LdapError, Refused, Replace};
-use crate::shared_config::{LDAP_PASSWORD_FILE, Ldap, needs_secrets};
+use crate::clients::IDENTIFIER;
+use crate::clients::ldap::{Directory, Entry, Refused, Replace};
+use crate::shared_config::{Ldap, needs_secrets};
 use crate::text::plural;
 
 /// The action's config.
@@ -46,31 +43,10 @@ impl ActionConfig for Config {
     const ID: &'static str = "ldap_entryuuid_to_object_identifier";
 
     fn semantic_issues(&self) -> Vec<ConfigIssue> {
-        let mut issues = Vec::new();
-        if let Some(url) = &self.ldap.url
-            && !["ldap://", "ldaps://", "ldapi://"]
-                .iter()
-                .any(|s| url.starts_with(s))
-        {
-            issues.push(ConfigIssue {
-                path: "ldap.url".into(),
-                message: format!(
-                    "{url:?} is not an LDAP URL: use ldap://host:389, ldaps://host:636 or ldapi://<socket>"
-                ),
-            });
-        }
-        if self.ldap.bind_dn.is_some() && self.ldap.url.is_none() {
-            issues.push(ConfigIssue {
-                path: "ldap.bindDn".into(),
-                message: "bindDn is only used with ldap.url (the exec transport binds as the pod's local root over ldapi:///): set ldap.url or leave bindDn out".into(),
-            });
-        }
-        issues
+        self.ldap.issues("ldap")
     }
 }
 
-/// The attribute the action sets.
-pub const IDENTIFIER: &str = "univentionObjectIdentifier";
 /// The attribute it is set from.
 pub const ENTRY_UUID: &str = "entryUUID";
 /// The objects looked at: every one carrying the identifier.
@@ -173,67 +149,12 @@ fn list<'a>(items: impl ExactSizeIterator<Item = &'a str>) -> String {
     out
 }
 
-fn failed(e: LdapError) -> ActionError {
-    ActionError::Failed(e.to_string())
-}
-
 impl Config {
-    /// Builds the transport the config selects: direct when `ldap.url` is set, else exec in
-    /// the pod. The direct transport connects and binds here.
-    pub async fn directory(&self, ctx: &ActionContext) -> Result<Box<dyn Directory>, ActionError> {
-        match &self.ldap.url {
-            Some(url) => {
-                let password = ctx.secrets.get(LDAP_PASSWORD_FILE)?;
-                let mut settings = DirectSettings::new(
-                    url.clone(),
-                    self.ldap.effective_bind_dn(),
-                    password.clone(),
-                );
-                settings.timeout = Duration::from_secs(self.ldap.request_timeout_seconds.max(1));
-                let dir = DirectDirectory::connect(&settings).await.map_err(failed)?;
-                Ok(Box::new(dir))
-            }
-            None => Ok(Box::new(self.exec_directory(ctx))),
-        }
-    }
-
-    /// The exec transport in `ldap.pod`/`ldap.container` of the run's namespace.
-    fn exec_directory(&self, ctx: &ActionContext) -> ExecDirectory<KubeExec> {
-        ExecDirectory::new(
-            KubeExec::new(
-                ctx.client.clone(),
-                &ctx.namespace,
-                &self.ldap.pod,
-                &self.ldap.container,
-            ),
-            POD_LDAPI_URL,
-        )
-    }
-
-    /// The transport's proof before the first change of a stage, changing nothing (every
-    /// action with an `ldap` of [`Ldap`] uses it): the direct transport connects and binds; the
-    /// exec transport proves that the pod exists and runs, has the container, that the operator
-    /// may `create pods/exec` on it, and that a read-only `ldapsearch` of the base DN succeeds
-    /// in it ([`ExecDirectory::preflight`]).
-    pub async fn prove_transport(&self, ctx: &ActionContext) -> Result<(), ActionError> {
-        match &self.ldap.url {
-            Some(_) => self.directory(ctx).await.map(drop),
-            None => self
-                .exec_directory(ctx)
-                .preflight(
-                    &self.ldap.base_dn,
-                    Duration::from_secs(self.ldap.request_timeout_seconds.max(1)),
-                )
-                .await
-                .map_err(|problem| ActionError::Failed(problem.to_string())),
-        }
-    }
-
     async fn read(&self, dir: &dyn Directory) -> Result<Survey, ActionError> {
         let entries = dir
             .search(&self.ldap.base_dn, FILTER, &[ENTRY_UUID, IDENTIFIER])
             .await
-            .map_err(failed)?;
+            .map_err(ActionError::from)?;
         Ok(survey(&entries))
     }
 
@@ -308,7 +229,7 @@ impl Config {
                 &change_of,
             )
             .await
-            .map_err(failed)?;
+            .map_err(ActionError::from)?;
         let before = survey(&done.found);
         let refused = done.refused;
         if before.changes.is_empty() && before.unreadable.is_empty() {
@@ -386,14 +307,14 @@ fn refused_count(refused: &[Refused]) -> String {
 impl Action for Config {
     fn plan<'a>(&'a self, ctx: &'a ActionContext) -> BoxFuture<'a, Result<Outcome, ActionError>> {
         Box::pin(async move {
-            let dir = self.directory(ctx).await?;
+            let dir = self.ldap.directory(ctx).await?;
             self.plan_on(dir.as_ref()).await
         })
     }
 
     fn apply<'a>(&'a self, ctx: &'a ActionContext) -> BoxFuture<'a, Result<Outcome, ActionError>> {
         Box::pin(async move {
-            let dir = self.directory(ctx).await?;
+            let dir = self.ldap.directory(ctx).await?;
             self.apply_until(dir.as_ref(), &ctx.stop).await
         })
     }
@@ -408,9 +329,9 @@ impl Action for Config {
 
     /// The direct transport connects and binds as planning does; the exec transport proves the
     /// pod, the container, the `pods/exec` right and a read-only search of the base DN
-    /// ([`Config::prove_transport`]).
+    /// ([`Ldap::prove_transport`]).
     fn preflight<'a>(&'a self, ctx: &'a ActionContext) -> BoxFuture<'a, Result<(), ActionError>> {
-        Box::pin(async move { self.prove_transport(ctx).await })
+        Box::pin(async move { self.ldap.prove_transport(ctx).await })
     }
 }
 
@@ -421,6 +342,16 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
+    use crate::clients::ldap::LdapError;
+
+    /// The message of the default config's failing apply on `dir`.
+    async fn apply_error(dir: &Memory) -> String {
+        Config::default()
+            .apply_on(dir)
+            .await
+            .unwrap_err()
+            .to_string()
+    }
 
     #[test]
     fn uuids_compare_as_uuids() {
@@ -618,11 +549,7 @@ mod tests {
     async fn a_change_that_does_not_stick_fails_the_read_back() {
         let mut dir = sample();
         dir.stubborn.push("uid=differs,dc=x".into());
-        let err = Config::default()
-            .apply_on(&dir)
-            .await
-            .unwrap_err()
-            .to_string();
+        let err = apply_error(&dir).await;
         assert!(
             err.contains("1 of 2 objects still carry a different univentionObjectIdentifier: uid=differs,dc=x"),
             "{err}"
@@ -634,11 +561,7 @@ mod tests {
     async fn refused_changes_are_named_with_the_servers_answer() {
         let mut dir = sample();
         dir.refusing.push("uid=differs,dc=x".into());
-        let err = Config::default()
-            .apply_on(&dir)
-            .await
-            .unwrap_err()
-            .to_string();
+        let err = apply_error(&dir).await;
         assert!(err.contains("still carry"), "{err}");
         assert!(
             err.contains(
@@ -669,11 +592,7 @@ mod tests {
         );
         // Apply (which the engine only reaches after a plan that passed) sets what it can
         // and names the rest.
-        let err = Config::default()
-            .apply_on(&dir)
-            .await
-            .unwrap_err()
-            .to_string();
+        let err = apply_error(&dir).await;
         assert!(
             err.contains("2 of 3 objects still carry a different univentionObjectIdentifier: uid=a,dc=x; uid=b,dc=x"),
             "{err}"

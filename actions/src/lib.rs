@@ -1,16 +1,28 @@
 //! Stagehand's action library (docs/architecture.md walks it).
 //!
-//! * [`action`]: the contract every action implements — its typed config, planning and
-//!   apply, and what it runs against. The ground floor: it imports no action and no client.
-//! * One module per action (`workload_scale`, ..., the two halves of
-//!   [`functional_accounts`]), each read as config → plan → apply over the clients.
-//! * [`clients`]: the protocol clients the actions share (HTTP, LDAP, OX SOAP, UDM REST, S3,
-//!   Redis, TLS).
-//! * Helpers of the actions: [`shared_config`] (config sections several actions declare),
-//!   [`batch`] (bounded concurrent requests), [`text`] (message wording), [`check`] (a config
-//!   read against its schema).
-//! * This file: the registry, the one list of action ids, from which validation's
-//!   [`Library`] and the engine's [`instantiate`] are generated.
+//! # The floor rule
+//!
+//! Each room imports only rooms below it (`actions/tests/floor.rs` reads every file's imports
+//! and fails on one that breaks this):
+//!
+//! 1. The ground floor: [`action`], the contract every action implements (its typed config,
+//!    planning and apply, what it runs against), and the helpers of the actions, [`batch`]
+//!    (bounded concurrent requests), [`text`] (message wording) and [`check`] (a config read
+//!    against its schema). They import nothing but each other.
+//! 2. [`clients`]: the protocol clients (HTTP, LDAP, OX SOAP, UDM REST, S3, Redis, TLS,
+//!    Kubernetes workloads). A client imports the ground floor and other clients, never an
+//!    action and never `shared_config`.
+//! 3. [`shared_config`]: the config sections several actions declare; each checks itself
+//!    without building a client and builds the client it describes.
+//! 4. One room per action (`workload_scale`, ..., the two halves of [`functional_accounts`]),
+//!    each read as config → plan → apply over the clients. An action imports the ground floor,
+//!    `clients`, `shared_config` and its own folder, never another action: what two actions
+//!    share belongs in a client or a config section.
+//!
+//! Above them, only this file (`lib`: the registry, the one list of action ids, from which
+//! validation's [`Library`] and the engine's [`instantiate`] are generated) and `fuzzing`
+//! (hidden: the entry points of the cargo-fuzz targets in `e2e/fuzzing`, which feed servers'
+//! answers to the clients' and actions' readers) import actions.
 
 pub mod action;
 pub mod batch;
@@ -19,6 +31,8 @@ pub mod clients;
 pub mod crd_storage_version_migrate;
 pub mod flush_intercom_sessions;
 pub mod functional_accounts;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod ldap_entryuuid_to_object_identifier;
 pub mod ox_connector_restart;
 pub mod ox_names_to_object_identifier;

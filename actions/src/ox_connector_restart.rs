@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::action::ActionConfig;
 use crate::action::{Action, ActionContext, ActionError, Outcome};
-use crate::workload_scale::{Target, WorkloadKind, replicas_i32};
+use crate::clients::workload::{Target, WorkloadKind, replicas_i32};
 
 /// How long the StatefulSet's pods may take to go before the restart fails naming them.
 pub(crate) const POD_TIMEOUT: Duration = Duration::from_secs(300);

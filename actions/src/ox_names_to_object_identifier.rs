@@ -3,7 +3,7 @@
 //! through the SOAP provisioning API. Objects keep their numeric OX id, so everything that
 //! references them stays valid.
 //!
-//! What it reads from the IAM's directory (below `ldap.baseDn`, through the [`crate::ldap`]
+//! What it reads from the IAM's directory (below `ldap.baseDn`, through the [`crate::clients::ldap`]
 //! layer: `ldapsearch` in the LDAP pod, or Stagehand's own connection with `ldap.url`):
 //!
 //! - OX contexts: `oxContextIDNum` of every `oxContext` entry (UDM `oxmail/oxcontext`), plus
@@ -45,6 +45,7 @@ use stagehand_config::{ConfigIssue, Needs};
 use crate::action::ActionConfig;
 use crate::action::{Action, ActionContext, ActionError, Outcome, StopSignal};
 use crate::batch::run_bounded;
+use crate::clients::IDENTIFIER;
 use crate::clients::ldap::{Directory, Entry};
 use crate::clients::ox::{OxClient, OxError};
 pub use crate::shared_config::Ldap;
@@ -70,26 +71,12 @@ impl ActionConfig for Config {
     const ID: &'static str = "ox_names_to_object_identifier";
 
     fn semantic_issues(&self) -> Vec<ConfigIssue> {
-        let mut issues = self.ldap_action().semantic_issues();
-        if let Some(url) = &self.ox_app_suite.soap_url
-            && let Err(e) = OxClient::new(
-                url,
-                &self.ox_app_suite.username,
-                crate::action::SecretValue::new(""),
-                Duration::from_secs(1),
-            )
-        {
-            issues.push(ConfigIssue {
-                path: "oxAppSuite.soapUrl".into(),
-                message: e.to_string(),
-            });
-        }
+        let mut issues = self.ldap.issues("ldap");
+        issues.extend(self.ox_app_suite.issues("oxAppSuite"));
         issues
     }
 }
 
-/// The IAM's identifier, which OX objects are renamed to.
-pub const IDENTIFIER: &str = "univentionObjectIdentifier";
 /// The OX context id on users and contexts (UDM `oxContext`/`contextid`).
 pub const CONTEXT_ID: &str = "oxContextIDNum";
 /// The IAM's OX contexts.
@@ -406,32 +393,18 @@ impl Config {
             password.clone(),
             Duration::from_secs(self.ox_app_suite.request_timeout_seconds.max(1)),
         )
-        .map_err(|e| ActionError::Failed(e.to_string()))
-    }
-
-    /// The same `ldap` as `ldap_entryuuid_to_object_identifier` sees it: one transport, one
-    /// preflight proof for both actions.
-    fn ldap_action(&self) -> crate::ldap_entryuuid_to_object_identifier::Config {
-        crate::ldap_entryuuid_to_object_identifier::Config {
-            dry_run: self.dry_run,
-            ldap: self.ldap.clone(),
-        }
-    }
-
-    /// The directory the config selects (see [`crate::ldap_entryuuid_to_object_identifier`]).
-    pub async fn directory(&self, ctx: &ActionContext) -> Result<Box<dyn Directory>, ActionError> {
-        self.ldap_action().directory(ctx).await
+        .map_err(ActionError::from)
     }
 
     fn ox_failed(&self, ox: &OxClient, e: OxError, context: Option<u32>) -> ActionError {
         if !e.is_authentication() {
-            return ActionError::Failed(e.to_string());
+            return ActionError::from(e);
         }
         let reason = e
             .fault()
             .map(|f| f.message().to_string())
             .unwrap_or_default();
-        ActionError::Failed(match context {
+        ActionError::Refused(match context {
             None => format!(
                 "OX App Suite at {} refused the credentials of {:?} ({reason}): check oxAppSuite.username and the secret file {OX_PASSWORD_FILE:?}",
                 ox.base_url(),
@@ -458,7 +431,7 @@ impl Config {
 
     async fn read_iam(&self, dir: &dyn Directory) -> Result<Iam, ActionError> {
         let base = self.ldap.base_dn.as_str();
-        let failed = |e: crate::clients::ldap::LdapError| ActionError::Failed(e.to_string());
+        let failed = ActionError::from;
         let contexts = dir
             .search(base, CONTEXT_FILTER, &[CONTEXT_ID])
             .await
@@ -549,13 +522,13 @@ impl Config {
                     )
                 })
                 .collect();
-            return Err(ActionError::Failed(format!(
+            return Err(ActionError::NotFound(format!(
                 "{} Nothing was renamed.",
                 list(&sentences, " ")
             )));
         }
         if !conflicts.is_empty() {
-            return Err(ActionError::Failed(format!(
+            return Err(ActionError::Conflict(format!(
                 "{} in OX App Suite at {} cannot succeed, so nothing was renamed: {}",
                 plural(conflicts.len(), "rename"),
                 ox.base_url(),
@@ -727,24 +700,22 @@ impl Config {
     ) -> ActionError {
         let progress = format!("{progress}; a rerun finds them done and continues with the rest");
         if job.kind == Kind::User && e.fault().is_some_and(|f| f.is_username_not_changeable()) {
-            return ActionError::Failed(format!(
+            return ActionError::Refused(format!(
                 "OX App Suite at {} refuses to rename users (\"Changing username is disabled!\"): set USERNAME_CHANGEABLE=true in the middleware's AdminUser.properties, restart it and run the migration again ({progress})",
                 ox.base_url()
             ));
         }
-        let cause = match self.ox_failed(ox, e, Some(job.ctx)) {
-            ActionError::Failed(m) => m,
-            other => other.to_string(),
-        };
-        ActionError::Failed(format!(
-            "renaming OX {} {:?} (id {}) of {} to {} in context {} failed ({progress}): {cause}",
-            job.kind.noun(),
-            job.rename.from,
-            job.rename.id,
-            job.rename.dn,
-            job.rename.to,
-            job.ctx
-        ))
+        self.ox_failed(ox, e, Some(job.ctx)).map_message(|cause| {
+            format!(
+                "renaming OX {} {:?} (id {}) of {} to {} in context {} failed ({progress}): {cause}",
+                job.kind.noun(),
+                job.rename.from,
+                job.rename.id,
+                job.rename.dn,
+                job.rename.to,
+                job.ctx
+            )
+        })
     }
 
     /// Reads every renamed object back; fails naming those that do not carry their identifier.
@@ -767,10 +738,9 @@ impl Config {
                     .map(|v| v.into_iter().map(|g| (g.id, g.name)).collect()),
             }
             .map_err(|e| {
-                ActionError::Failed(format!(
-                    "the renames were made but reading them back failed: {}",
-                    self.ox_failed(ox, e, Some(ctx))
-                ))
+                self.ox_failed(ox, e, Some(ctx)).map_message(|cause| {
+                    format!("the renames were made but reading them back failed: {cause}")
+                })
             })?;
             for job in group {
                 let r = job.rename;
@@ -810,7 +780,7 @@ impl Action for Config {
     fn plan<'a>(&'a self, ctx: &'a ActionContext) -> BoxFuture<'a, Result<Outcome, ActionError>> {
         Box::pin(async move {
             let ox = self.ox_client(ctx)?;
-            let dir = self.directory(ctx).await?;
+            let dir = self.ldap.directory(ctx).await?;
             self.plan_on(dir.as_ref(), &ox).await
         })
     }
@@ -818,7 +788,7 @@ impl Action for Config {
     fn apply<'a>(&'a self, ctx: &'a ActionContext) -> BoxFuture<'a, Result<Outcome, ActionError>> {
         Box::pin(async move {
             let ox = self.ox_client(ctx)?;
-            let dir = self.directory(ctx).await?;
+            let dir = self.ldap.directory(ctx).await?;
             self.apply_until(dir.as_ref(), &ox, &ctx.stop).await
         })
     }
@@ -839,7 +809,7 @@ impl Action for Config {
         Box::pin(async move {
             let ox = self.ox_client(ctx)?;
             self.ox_contexts(&ox).await?;
-            self.ldap_action().prove_transport(ctx).await
+            self.ldap.prove_transport(ctx).await
         })
     }
 }

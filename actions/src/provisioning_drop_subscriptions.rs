@@ -108,7 +108,7 @@ impl Config {
             return Err(api.unexpected(what, response, PASSWORD_FILE));
         }
         let listed: Vec<Listed> = serde_json::from_str(&response.body).map_err(|e| {
-            ActionError::Failed(format!(
+            ActionError::InvalidAnswer(format!(
                 "the Provisioning API at {} answered {what} with something that is not a list of subscriptions: {e}",
                 self.provisioning.url
             ))
@@ -231,7 +231,7 @@ fn progress_error(error: ActionError, dropped: &[&str]) -> ActionError {
     if dropped.is_empty() {
         error
     } else {
-        ActionError::Failed(format!("{error} (already dropped: {})", dropped.join(", ")))
+        error.map_message(|error| format!("{error} (already dropped: {})", dropped.join(", ")))
     }
 }
 

@@ -1,10 +1,20 @@
 //! Config sections several actions declare (the UDM REST API, the LDAP base, the LDAP pod,
-//! the handover, OX SOAP), with the reference's defaults, and what such an action needs from
-//! its run.
+//! the handover, OX SOAP), with the reference's defaults, what such an action needs from its
+//! run, and what each section knows of itself: what is wrong with it (checked without building
+//! a client) and the client it describes.
+
+use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use stagehand_config::Needs;
+use stagehand_config::{ConfigIssue, Needs};
+
+use crate::action::{ActionContext, ActionError};
+use crate::clients::ldap::Directory;
+use crate::clients::ldap::direct::{DirectDirectory, DirectSettings};
+use crate::clients::ldap::exec::{ExecDirectory, KubeExec, POD_LDAPI_URL};
+use crate::clients::ox::OxClient;
+use crate::clients::udm::UdmClient;
 
 /// What an action that reads these secret files (and hands nothing over) needs from its run.
 pub fn needs_secrets<S: Into<String>>(files: impl IntoIterator<Item = S>) -> Needs {
@@ -13,6 +23,9 @@ pub fn needs_secrets<S: Into<String>>(files: impl IntoIterator<Item = S>) -> Nee
         handover: None,
     }
 }
+
+/// The secret file with the password of `udm.username`.
+pub const UDM_PASSWORD_FILE: &str = "udm-admin-password";
 
 /// The UDM REST API of the IAM.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -42,6 +55,32 @@ impl Udm {
     }
     fn default_timeout() -> u64 {
         30
+    }
+}
+
+impl Udm {
+    /// What is wrong with the section at `at`: a `url` the client would refuse
+    /// ([`UdmClient::check_url`]).
+    pub fn issues(&self, at: &str) -> Vec<ConfigIssue> {
+        match UdmClient::check_url(&self.url) {
+            Ok(_) => Vec::new(),
+            Err(e) => vec![ConfigIssue {
+                path: format!("{at}.url"),
+                message: e.to_string(),
+            }],
+        }
+    }
+
+    /// The client of the API, with the password of `username` from [`UDM_PASSWORD_FILE`].
+    pub fn client(&self, ctx: &ActionContext) -> Result<UdmClient, ActionError> {
+        let password = ctx.secrets.get(UDM_PASSWORD_FILE)?;
+        UdmClient::new(
+            &self.url,
+            &self.username,
+            password.clone(),
+            Duration::from_secs(self.request_timeout_seconds.max(1)),
+        )
+        .map_err(ActionError::from)
     }
 }
 
@@ -169,6 +208,25 @@ impl OxSoap {
     }
 }
 
+impl OxSoap {
+    /// What is wrong with the section at `at`: see [`soap_url_issues`].
+    pub fn issues(&self, at: &str) -> Vec<ConfigIssue> {
+        soap_url_issues(at, self.soap_url.as_deref())
+    }
+}
+
+/// What is wrong with a `soapUrl` of the section at `at`: a URL the OX client would refuse
+/// ([`OxClient::check_url`]); none when it is left out (the namespace's default).
+pub fn soap_url_issues(at: &str, soap_url: Option<&str>) -> Vec<ConfigIssue> {
+    match soap_url.map(OxClient::check_url) {
+        Some(Err(e)) => vec![ConfigIssue {
+            path: format!("{at}.soapUrl"),
+            message: e.to_string(),
+        }],
+        _ => Vec::new(),
+    }
+}
+
 impl Default for OxSoap {
     fn default() -> Self {
         Self {
@@ -233,6 +291,82 @@ impl Ldap {
         match self.url {
             Some(_) => vec![LDAP_PASSWORD_FILE.to_string()],
             None => Vec::new(),
+        }
+    }
+
+    /// What is wrong with the section at `at` (its key in the action's config): a `url` that is
+    /// not an LDAP URL, a `bindDn` without `url`.
+    pub fn issues(&self, at: &str) -> Vec<ConfigIssue> {
+        let mut issues = Vec::new();
+        if let Some(url) = &self.url
+            && !["ldap://", "ldaps://", "ldapi://"]
+                .iter()
+                .any(|s| url.starts_with(s))
+        {
+            issues.push(ConfigIssue {
+                path: format!("{at}.url"),
+                message: format!(
+                    "{url:?} is not an LDAP URL: use ldap://host:389, ldaps://host:636 or ldapi://<socket>"
+                ),
+            });
+        }
+        if self.bind_dn.is_some() && self.url.is_none() {
+            issues.push(ConfigIssue {
+                path: format!("{at}.bindDn"),
+                message: "bindDn is only used with ldap.url (the exec transport binds as the pod's local root over ldapi:///): set ldap.url or leave bindDn out".into(),
+            });
+        }
+        issues
+    }
+
+    /// Builds the transport the section selects: direct when `ldap.url` is set, else exec in
+    /// the pod. The direct transport connects and binds here.
+    pub async fn directory(&self, ctx: &ActionContext) -> Result<Box<dyn Directory>, ActionError> {
+        match &self.url {
+            Some(url) => {
+                let password = ctx.secrets.get(LDAP_PASSWORD_FILE)?;
+                let mut settings =
+                    DirectSettings::new(url.clone(), self.effective_bind_dn(), password.clone());
+                settings.timeout = Duration::from_secs(self.request_timeout_seconds.max(1));
+                let dir = DirectDirectory::connect(&settings)
+                    .await
+                    .map_err(ActionError::from)?;
+                Ok(Box::new(dir))
+            }
+            None => Ok(Box::new(self.exec_directory(ctx))),
+        }
+    }
+
+    /// The exec transport in `ldap.pod`/`ldap.container` of the run's namespace.
+    fn exec_directory(&self, ctx: &ActionContext) -> ExecDirectory<KubeExec> {
+        ExecDirectory::new(
+            KubeExec::new(
+                ctx.client.clone(),
+                &ctx.namespace,
+                &self.pod,
+                &self.container,
+            ),
+            POD_LDAPI_URL,
+        )
+    }
+
+    /// The transport's proof before the first change of a stage, changing nothing (every
+    /// action with an `ldap` of [`Ldap`] uses it, so a stage's LDAP actions prove one transport
+    /// the same way): the direct transport connects and binds; the
+    /// exec transport proves that the pod exists and runs, has the container, that the operator
+    /// may `create pods/exec` on it, and that a read-only `ldapsearch` of the base DN succeeds
+    /// in it ([`ExecDirectory::preflight`]).
+    pub async fn prove_transport(&self, ctx: &ActionContext) -> Result<(), ActionError> {
+        match &self.url {
+            Some(_) => self.directory(ctx).await.map(drop),
+            None => self
+                .exec_directory(ctx)
+                .preflight(
+                    &self.base_dn,
+                    Duration::from_secs(self.request_timeout_seconds.max(1)),
+                )
+                .await
+                .map_err(ActionError::from),
         }
     }
 

@@ -1,10 +1,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! The action library as validation sees it: which ids exist, what each typed config accepts,
-//! rejects and defaults to (SPEC 6 and the config blocks of the openDesk reference).
+//! rejects and defaults to (docs/design.md#actions, docs/actions.md and the config blocks of the
+//! openDesk reference).
 
 use serde_json::{Value, json};
 use stagehand_actions::action::ActionConfig;
 use stagehand_actions::check::{issues, parse};
+use stagehand_actions::clients::workload::WorkloadKind;
 use stagehand_actions::functional_accounts::{
     export as ox_functional_accounts_export, import as ox_shared_accounts_import,
 };
@@ -249,10 +251,7 @@ fn workload_scale_parses_with_the_default_timeout() {
     let config = minimal("workload_scale");
     assert_eq!(lib_issues("workload_scale", &config), Vec::new());
     let typed: workload_scale::Config = parse(&config).expect("valid");
-    assert_eq!(
-        typed.workload.kind,
-        workload_scale::WorkloadKind::StatefulSet
-    );
+    assert_eq!(typed.workload.kind, WorkloadKind::StatefulSet);
     assert_eq!(typed.workload.name, "ox-connector");
     assert_eq!(typed.workload.replicas, 0);
     assert_eq!(typed.workload.timeout_seconds, 300);
@@ -261,10 +260,7 @@ fn workload_scale_parses_with_the_default_timeout() {
         "kind": "Deployment", "name": "web", "replicas": 3, "timeoutSeconds": 45,
     }});
     let typed: workload_scale::Config = parse(&config).expect("valid");
-    assert_eq!(
-        typed.workload.kind,
-        workload_scale::WorkloadKind::Deployment
-    );
+    assert_eq!(typed.workload.kind, WorkloadKind::Deployment);
     assert_eq!(typed.workload.replicas, 3);
     assert_eq!(typed.workload.timeout_seconds, 45);
 }

@@ -40,14 +40,7 @@ impl HttpApi {
         password: SecretValue,
         timeout: Duration,
     ) -> Result<Self, ActionError> {
-        let base = Url::parse(base).map_err(|e| {
-            ActionError::Failed(format!("{name}: the URL {base:?} is not valid: {e}"))
-        })?;
-        if base.cannot_be_a_base() || !matches!(base.scheme(), "http" | "https") {
-            return Err(ActionError::Failed(format!(
-                "{name}: the URL {base} must be an http:// or https:// URL"
-            )));
-        }
+        let base = api_url(name, base)?;
         let client = client_builder(timeout).build().map_err(|e| {
             ActionError::Failed(format!("{name}: cannot build an HTTP client: {e}"))
         })?;
@@ -77,25 +70,11 @@ impl HttpApi {
         url: Url,
         body: Option<&serde_json::Value>,
     ) -> Result<Response, ActionError> {
-        let what = format!("{} {method} {url}", self.name);
-        let mut request = self
-            .client
-            .request(method, url)
-            .basic_auth(&self.username, Some(self.password.expose()))
-            .header(reqwest::header::ACCEPT, "application/json");
-        if let Some(body) = body {
-            request = request.json(body);
-        }
-        let response = request
-            .send()
-            .await
-            .map_err(|e| transport_error(&what, &e))?;
-        let status = response.status();
-        let body = response
-            .text()
-            .await
-            .map_err(|e| transport_error(&what, &e))?;
-        Ok(Response { status, body })
+        let full = self.send_with_headers(method, url, &[], body).await?;
+        Ok(Response {
+            status: full.status,
+            body: full.body,
+        })
     }
 
     /// The error for an answer the caller did not expect, naming the request and quoting the
@@ -103,16 +82,33 @@ impl HttpApi {
     pub fn unexpected(&self, what: &str, response: &Response, password_file: &str) -> ActionError {
         let detail = response.body.chars().take(300).collect::<String>();
         match response.status {
-            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => ActionError::Failed(format!(
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => ActionError::Refused(format!(
                 "{} at {} refused the credentials of user {:?} ({}) while {what}: check the secret file {password_file:?}",
                 self.name, self.base, self.username, response.status
             )),
-            status => ActionError::Failed(format!(
-                "{} at {} answered {status} while {what}: {detail}",
-                self.name, self.base
-            )),
+            status => ActionError::for_status(
+                status.as_u16(),
+                format!(
+                    "{} at {} answered {status} while {what}: {detail}",
+                    self.name, self.base
+                ),
+            ),
         }
     }
+}
+
+/// The base URL of the API `name` from its configured text: an absolute `http://` or
+/// `https://` URL. The one check every HTTP API's URL gets, also where a config is validated
+/// without building a client.
+pub fn api_url(name: &str, base: &str) -> Result<Url, ActionError> {
+    let url = Url::parse(base)
+        .map_err(|e| ActionError::Failed(format!("{name}: the URL {base:?} is not valid: {e}")))?;
+    if url.cannot_be_a_base() || !matches!(url.scheme(), "http" | "https") {
+        return Err(ActionError::Failed(format!(
+            "{name}: the URL {url} must be an http:// or https:// URL"
+        )));
+    }
+    Ok(url)
 }
 
 /// A response read whole, with its headers (for APIs whose answers carry `ETag`, `Location`
@@ -248,10 +244,79 @@ pub fn transport_failure(e: &reqwest::Error) -> TransportFailure {
 
 fn transport_error(what: &str, e: &reqwest::Error) -> ActionError {
     match transport_failure(e) {
-        TransportFailure { kind, cause: None } => ActionError::Failed(format!("{what}: {kind}")),
+        TransportFailure { kind, cause: None } => {
+            ActionError::Unavailable(format!("{what}: {kind}"))
+        }
         TransportFailure {
             kind,
             cause: Some(cause),
-        } => ActionError::Failed(format!("{what}: {kind}: {cause}")),
+        } => ActionError::Unavailable(format!("{what}: {kind}: {cause}")),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn api(base: &str) -> HttpApi {
+        HttpApi::new(
+            "the Provisioning API",
+            base,
+            "admin",
+            SecretValue::new("pw"),
+            Duration::from_secs(5),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn unexpected_answers_become_the_action_error_that_says_what_happened() {
+        let api = api("http://provisioning.example/");
+        let answered = |status: u16| {
+            let response = Response {
+                status: StatusCode::from_u16(status).unwrap(),
+                body: "{\"detail\": \"m\"}".into(),
+            };
+            api.unexpected(
+                "listing subscriptions",
+                &response,
+                "provisioning-api-password",
+            )
+        };
+        let refused = answered(401);
+        assert!(matches!(refused, ActionError::Refused(_)), "{refused:?}");
+        assert!(
+            refused
+                .to_string()
+                .contains("refused the credentials of user \"admin\"")
+        );
+        assert!(matches!(answered(403), ActionError::Refused(_)));
+        assert!(matches!(answered(404), ActionError::NotFound(_)));
+        assert!(matches!(answered(409), ActionError::Conflict(_)));
+        assert!(matches!(answered(502), ActionError::Unavailable(_)));
+        let other = answered(500);
+        assert!(matches!(other, ActionError::Failed(_)), "{other:?}");
+        assert_eq!(
+            other.to_string(),
+            "the Provisioning API at http://provisioning.example/ answered 500 Internal Server Error while listing subscriptions: {\"detail\": \"m\"}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_request_nobody_answers_is_unavailable() {
+        // A port just freed: nothing listens on it.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let api = api(&format!("http://127.0.0.1:{port}/"));
+        let e = api
+            .send(Method::GET, api.url(&["x"]), None)
+            .await
+            .unwrap_err();
+        assert!(matches!(e, ActionError::Unavailable(_)), "{e:?}");
+        assert!(e.to_string().contains("could not connect"), "{e}");
     }
 }

@@ -7,13 +7,9 @@
 //! * [`ox`]: OX App Suite's SOAP API;
 //! * [`udm`]: the UDM REST API;
 //! * [`s3`]: the object store the stages hand work over in;
-//! * [`redis`]: a Redis connection that scans and unlinks keys.
-//!
-//! `fuzzing` (hidden) hands the cargo-fuzz targets of `e2e/fuzzing` the readers of these
-//! clients' answers, so that they are fuzzed without a network.
+//! * [`redis`]: a Redis connection that scans and unlinks keys;
+//! * [`workload`]: Kubernetes StatefulSets and Deployments, scaled and waited for.
 
-#[doc(hidden)]
-pub mod fuzzing;
 pub mod http;
 pub mod ldap;
 pub mod ox;
@@ -21,3 +17,9 @@ pub mod redis;
 pub mod s3;
 pub mod tls;
 pub mod udm;
+pub mod workload;
+
+/// The IAM's object identifier: the directory attribute (and the UDM property of the same name)
+/// that the OX Connector links objects by, that `ldap_entryuuid_to_object_identifier` sets to
+/// `entryUUID` and that `ox_names_to_object_identifier` renames OX objects to.
+pub const IDENTIFIER: &str = "univentionObjectIdentifier";

@@ -291,24 +291,26 @@ fn probe_token() -> String {
 // ---------------------------------------------------------------------------------------------
 
 /// rustls (ring) with the public web roots and the configured extra CAs; the server name
-/// (host name or IP address) is verified.
-fn tls_config(ca_bundle: Option<&str>) -> Result<TlsConfig, String> {
+/// (host name or IP address) is verified. The error names `target` and what in the settings
+/// cannot be used.
+fn tls_config(target: &str, ca_bundle: Option<&str>) -> Result<TlsConfig, ActionError> {
+    let unusable = |e: String| ActionError::Failed(format!("{target}: {e}"));
     let mut roots = rustls::RootCertStore {
         roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
     };
     if let Some(pem) = ca_bundle {
-        for cert in parse_ca_bundle(pem).map_err(|e| format!("redis.caBundle {e}"))? {
+        for cert in parse_ca_bundle(pem).map_err(|e| unusable(format!("redis.caBundle {e}")))? {
             roots.add(cert).map_err(|e| {
-                format!(
+                unusable(format!(
                     "redis.caBundle holds a certificate rustls cannot use as a trust anchor: {e}"
-                )
+                ))
             })?;
         }
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS set-up: {e}"))?
+        .map_err(|e| unusable(format!("TLS set-up: {e}")))?
         .with_root_certificates(roots)
         .with_no_client_auth();
     Ok(TlsConnector::from(config).into())
@@ -346,10 +348,7 @@ impl Session {
             ))
         })?;
         let tls = if redis.tls {
-            Some(
-                tls_config(redis.ca_bundle.as_deref())
-                    .map_err(|e| ActionError::Failed(format!("{target}: {e}")))?,
-            )
+            Some(tls_config(&target, redis.ca_bundle.as_deref())?)
         } else {
             None
         };
@@ -395,7 +394,7 @@ impl Session {
     }
 
     /// Connects, authenticates and proves the right to UNLINK
-    /// keys of the pattern ([`Session::probe_unlink`]): what planning, apply and preflight
+    /// keys of the pattern (`Session::probe_unlink`): what planning, apply and preflight
     /// start with. Answers whether the right was proven (see `probe_unlink`); on an error the
     /// connection is closed.
     pub async fn open_proven(
@@ -412,12 +411,29 @@ impl Session {
         }
     }
 
-    /// An error of a request, scrubbed of the password.
+    /// An error of a request, scrubbed of the password: a refused credential or command
+    /// (`NOPERM`, `NOAUTH`, `WRONGPASS`) is [`ActionError::Refused`], a connection lost or a
+    /// timeout [`ActionError::Unavailable`], a reply that is not what the command answers
+    /// [`ActionError::InvalidAnswer`], anything else [`ActionError::Failed`].
     pub fn failed(&self, doing: &str, e: &FredError) -> ActionError {
-        ActionError::Failed(redact(
-            &format!("{}: {doing}: {e}", self.target),
-            &self.password,
-        ))
+        let message = redact(&format!("{}: {doing}: {e}", self.target), &self.password);
+        let text = e.to_string();
+        if matches!(e.kind(), FredErrorKind::Auth)
+            || ["NOPERM", "NOAUTH", "WRONGPASS"]
+                .iter()
+                .any(|code| text.contains(code))
+        {
+            ActionError::Refused(message)
+        } else if matches!(
+            e.kind(),
+            FredErrorKind::IO | FredErrorKind::Timeout | FredErrorKind::Canceled
+        ) {
+            ActionError::Unavailable(message)
+        } else if matches!(e.kind(), FredErrorKind::Protocol | FredErrorKind::Parse) {
+            ActionError::InvalidAnswer(message)
+        } else {
+            ActionError::Failed(message)
+        }
     }
 
     /// Proves the right to UNLINK keys of the pattern: UNLINK of a key that matches the
@@ -435,23 +451,25 @@ impl Session {
             Ok(_) => Ok(true),
             Err(e) => {
                 let text = e.to_string();
-                let message = if text.contains("NOPERM") {
-                    format!(
+                let error = if text.contains("NOPERM") {
+                    ActionError::Refused(format!(
                         "{}: may not delete keys matching {:?} (UNLINK of a key of the pattern that does not exist was refused: {text}); grant the user the ACL rules +unlink and ~{}",
                         self.target, redis.key_pattern, redis.key_pattern
-                    )
+                    ))
                 } else if text.contains("READONLY") {
-                    format!(
+                    ActionError::Refused(format!(
                         "{}: the server is a read-only replica ({text}); point redis.host at the primary",
                         self.target
-                    )
+                    ))
                 } else {
-                    format!(
-                        "{}: proving the right to delete keys matching {:?} with UNLINK of a key that does not exist failed: {text}",
-                        self.target, redis.key_pattern
-                    )
+                    self.failed("", &e).map_message(|_| {
+                        format!(
+                            "{}: proving the right to delete keys matching {:?} with UNLINK of a key that does not exist failed: {text}",
+                            self.target, redis.key_pattern
+                        )
+                    })
                 };
-                Err(ActionError::Failed(redact(&message, &self.password)))
+                Err(error.map_message(|message| redact(&message, &self.password)))
             }
         }
     }
@@ -475,7 +493,7 @@ impl Session {
     }
 
     /// Walks the whole database with SCAN. Counting ([`Delete::Nothing`]) walks one cursor at
-    /// a time. Deleting walks [`LANES`] parts of the cursor space at once (so that the server
+    /// a time. Deleting walks `LANES` parts of the cursor space at once (so that the server
     /// always has the next call queued) and UNLINKs what it selects in batches sent while the
     /// walk goes on. The last call of a part may run into the next part, so a key can be
     /// returned twice; every count but `deleted` (UNLINK's own count, exact) is of distinct
@@ -866,10 +884,10 @@ fn connect_error(
     password: &SecretValue,
 ) -> ActionError {
     let text = e.to_string();
-    let hint = if text.contains("WRONGPASS")
+    let refused = text.contains("WRONGPASS")
         || text.contains("invalid password")
-        || matches!(e.kind(), FredErrorKind::Auth)
-    {
+        || matches!(e.kind(), FredErrorKind::Auth);
+    let hint = if refused {
         format!(
             "the server refused the credential: check user {:?} and the password in the secret file {PASSWORD_FILE:?}",
             redis.username
@@ -888,10 +906,15 @@ fn connect_error(
     } else {
         "check host, port and that the server is reachable from the operator".to_string()
     };
-    ActionError::Failed(redact(
+    let message = redact(
         &format!("{target}: cannot connect: {text}; {hint}"),
         password,
-    ))
+    );
+    if refused {
+        ActionError::Refused(message)
+    } else {
+        ActionError::Unavailable(message)
+    }
 }
 
 /// `message` with every occurrence of the secret replaced.
@@ -907,6 +930,67 @@ fn redact(message: &str, secret: &SecretValue) -> String {
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
+
+    fn free_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    }
+
+    fn at(port: u16) -> Redis {
+        Redis {
+            host: "127.0.0.1".into(),
+            port,
+            username: String::new(),
+            request_timeout_seconds: 5,
+            ..Redis::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_server_nobody_runs_is_unavailable_a_wrong_password_refused() {
+        let down = Session::open(&at(free_port()), SecretValue::new("pw"))
+            .await
+            .unwrap_err();
+        assert!(matches!(down, ActionError::Unavailable(_)), "{down:?}");
+        assert!(down.to_string().contains("cannot connect"), "{down}");
+
+        let port = free_port();
+        let mut server = std::process::Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args([
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--requirepass",
+                "right-pw",
+            ])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server runs");
+        let mut refused = None;
+        for _ in 0..50 {
+            match Session::open(&at(port), SecretValue::new("wrong-pw")).await {
+                Err(ActionError::Unavailable(_)) => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                other => {
+                    refused = Some(other);
+                    break;
+                }
+            }
+        }
+        let _ = server.kill();
+        let _ = server.wait();
+        let refused = refused.expect("the server answered").unwrap_err();
+        assert!(matches!(refused, ActionError::Refused(_)), "{refused:?}");
+        let text = refused.to_string();
+        assert!(text.contains("refused the credential"), "{text}");
+        assert!(!text.contains("wrong-pw"), "{text}");
+    }
     use super::*;
 
     fn m(p: &str, s: &str) -> bool {

@@ -26,7 +26,7 @@ use reqwest::{Method, StatusCode, Url};
 
 use stagehand_config::ObjectStore;
 
-use crate::action::{ActionError, SecretValue, Secrets};
+use crate::action::{ActionContext, ActionError, SecretValue, Secrets};
 use crate::clients::http::client_builder;
 use crate::clients::tls::parse_ca_bundle;
 
@@ -158,8 +158,28 @@ pub enum HandoverError {
 }
 
 impl From<HandoverError> for ActionError {
+    /// By what happened: the store unreachable or silent [`ActionError::Unavailable`], the
+    /// access key or the operation refused [`ActionError::Refused`], no bucket
+    /// [`ActionError::NotFound`], another answer by its status ([`ActionError::for_status`]),
+    /// an object that is not a handover [`ActionError::InvalidAnswer`]; the settings and an
+    /// object that did not read back as written [`ActionError::Failed`]. The message is the
+    /// store error's.
     fn from(e: HandoverError) -> Self {
-        ActionError::Failed(e.to_string())
+        let message = e.to_string();
+        match e {
+            HandoverError::Unreachable { .. } | HandoverError::Timeout { .. } => {
+                ActionError::Unavailable(message)
+            }
+            HandoverError::Denied { .. } => ActionError::Refused(message),
+            HandoverError::NoSuchBucket { .. } => ActionError::NotFound(message),
+            HandoverError::Store { status, .. } => ActionError::for_status(status, message),
+            HandoverError::TooLarge { .. } | HandoverError::Document(_) => {
+                ActionError::InvalidAnswer(message)
+            }
+            HandoverError::Settings(_) | HandoverError::ReadBackMismatch { .. } => {
+                ActionError::Failed(message)
+            }
+        }
     }
 }
 
@@ -329,6 +349,18 @@ impl HandoverStore {
     ) -> Result<Self, ActionError> {
         let secret = secrets.get(&settings.secret_key_file)?;
         Ok(Self::connect(settings, secret, timeout)?)
+    }
+
+    /// The handover store of a run: the Migration's `objectStore` with its secret key file.
+    /// `action` (the id of the action that hands over) is named when the Migration declares no
+    /// store.
+    pub fn for_run(ctx: &ActionContext, action: &str) -> Result<Self, ActionError> {
+        let Some(settings) = &ctx.object_store else {
+            return Err(ActionError::Failed(format!(
+                "{action} hands the Functional Accounts over in the Migration's object store, and the Migration declares none: set spec.objectStore (endpoint, bucket, accessKeyId, secretKeyFile) to the deployment's migrations bucket"
+            )));
+        };
+        Self::connect_with_secrets(settings, &ctx.secrets, DEFAULT_TIMEOUT)
     }
 
     /// The endpoint, as used (`scheme://host[:port]`).
@@ -781,5 +813,55 @@ mod tests {
         let store = HandoverStore::connect(&ok, &secret, Duration::from_secs(5)).unwrap();
         assert!(!format!("{store:?}").contains("TOP-SECRET"));
         assert_eq!(store.endpoint(), "https://s3.example.org");
+    }
+
+    #[test]
+    fn store_answers_become_the_action_error_that_says_what_happened() {
+        let settings = ObjectStore {
+            endpoint: "https://s3.example.org".into(),
+            bucket: "migrations".into(),
+            access_key_id: "ak".into(),
+            secret_key_file: "objectstore-migrations-secret-key".into(),
+            ..ObjectStore::default()
+        };
+        let store =
+            HandoverStore::connect(&settings, &SecretValue::new("sk"), Duration::from_secs(5))
+                .unwrap();
+        let answered = |status: u16, code: &str| {
+            let body = format!("<Error><Code>{code}</Code><Message>m</Message></Error>");
+            let answer = Answer {
+                status: StatusCode::from_u16(status).unwrap(),
+                body: body.into_bytes(),
+            };
+            let e = store.failure(Op::Get, "k.yaml", &answer);
+            let text = e.to_string();
+            let action = ActionError::from(e);
+            assert_eq!(action.to_string(), text, "the message is kept");
+            action
+        };
+        assert!(matches!(
+            answered(403, "AccessDenied"),
+            ActionError::Refused(_)
+        ));
+        assert!(matches!(
+            answered(404, "NoSuchBucket"),
+            ActionError::NotFound(_)
+        ));
+        assert!(matches!(
+            answered(409, "OperationAborted"),
+            ActionError::Conflict(_)
+        ));
+        assert!(matches!(
+            answered(503, "SlowDown"),
+            ActionError::Unavailable(_)
+        ));
+        assert!(matches!(
+            answered(500, "InternalError"),
+            ActionError::Failed(_)
+        ));
+        assert!(matches!(
+            ActionError::from(HandoverError::Document("not YAML".into())),
+            ActionError::InvalidAnswer(_)
+        ));
     }
 }

@@ -4,7 +4,7 @@
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 
-/// Why a CA bundle cannot be used; the message completes "<field> ...".
+/// Why a CA bundle cannot be used; the message completes "`<field>` ...".
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CaBundleError {
     /// No `-----BEGIN CERTIFICATE-----` block.

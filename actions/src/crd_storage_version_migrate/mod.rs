@@ -41,8 +41,20 @@ impl ActionConfig for Config {
     const ID: &'static str = "crd_storage_version_migrate";
 }
 
+/// By what happened: no CRD [`ActionError::NotFound`], a refused API call
+/// [`ActionError::Kubernetes`], the CRD or an object changing under the rewrite
+/// [`ActionError::Conflict`]; the message is the storage error's.
 fn failed(e: rewrite::StorageError) -> ActionError {
-    ActionError::Failed(e.to_string())
+    use rewrite::StorageError;
+    let message = e.to_string();
+    match e {
+        StorageError::CrdNotFound(_) => ActionError::NotFound(message),
+        StorageError::Api { context, source } => ActionError::Kubernetes { context, source },
+        StorageError::CrdChanged { .. } | StorageError::Conflicts { .. } => {
+            ActionError::Conflict(message)
+        }
+        StorageError::NoStorageVersion(_) => ActionError::Failed(message),
+    }
 }
 
 impl Config {

@@ -1,5 +1,6 @@
-//! The storage-version engine (SPEC section 3, the lab automated): rewrite every object of a
-//! CRD through its storage version, then prune `status.storedVersions` to that version alone.
+//! The storage-version engine (docs/design.md#storage-versions, the lab automated): rewrite every
+//! object of a CRD through its storage version, then prune `status.storedVersions` to that version
+//! alone.
 //!
 //! Order is the safety property: `storedVersions` is only pruned after every object was
 //! rewritten, and only if the CRD did not change meanwhile (generation and storage version

@@ -43,19 +43,19 @@ use stagehand_config::{ConfigIssue, HandoverRole, Needs};
 use crate::action::ActionConfig;
 use crate::action::{Action, ActionContext, ActionError, Outcome, RunIdentity, StopSignal};
 use crate::batch::run_bounded;
+use crate::clients::IDENTIFIER;
+use crate::clients::ldap::dn::{norm_dn, parent_of};
 use crate::clients::ox::{AccountOwners, Context, OxClient, OxError, SecondaryAccount};
 use crate::clients::s3::HandoverStore;
-use crate::clients::udm::{UdmClient, UdmObject};
+use crate::clients::udm::{FUNCTIONAL_ACCOUNT, GROUP, SHARED_ACCOUNT, UdmClient, UdmObject};
 use crate::functional_accounts::name::{NameError, shared_account_names};
 use crate::functional_accounts::record::{
     FunctionalAccount, LinkedGroup, LinkedUser, OxFunctionalAccounts, OxSecondaryAccount,
 };
-use crate::functional_accounts::{
-    FUNCTIONAL_ACCOUNT, GROUP, IDENTIFIER, IN_FLIGHT, SHARED_ACCOUNT, UDM_PASSWORD_FILE,
-    all_objects, check_store_and_udm, handover_needs, handover_store, norm_dn, short_list,
-    udm_client, users_by_dn,
+use crate::functional_accounts::{IN_FLIGHT, check_store_and_udm, handover_needs, short_list};
+use crate::shared_config::{
+    Handover, LdapBase, OX_PASSWORD_FILE, OxSoap, UDM_PASSWORD_FILE, Udm, soap_url_issues,
 };
-use crate::shared_config::{Handover, LdapBase, OX_PASSWORD_FILE, OxSoap, Udm};
 use crate::text::{bytes, plural};
 
 /// The action's config.
@@ -141,31 +141,8 @@ impl ActionConfig for Config {
     const ID: &'static str = "ox_functional_accounts_export";
 
     fn semantic_issues(&self) -> Vec<ConfigIssue> {
-        let mut issues = Vec::new();
-        if let Some(url) = &self.ox_app_suite.soap_url
-            && let Err(e) = OxClient::new(
-                url,
-                &self.ox_app_suite.username,
-                crate::action::SecretValue::new(""),
-                Duration::from_secs(1),
-            )
-        {
-            issues.push(ConfigIssue {
-                path: "oxAppSuite.soapUrl".into(),
-                message: e.to_string(),
-            });
-        }
-        if let Err(e) = UdmClient::new(
-            &self.udm.url,
-            &self.udm.username,
-            crate::action::SecretValue::new(""),
-            Duration::from_secs(1),
-        ) {
-            issues.push(ConfigIssue {
-                path: "udm.url".into(),
-                message: e.to_string(),
-            });
-        }
+        let mut issues = soap_url_issues("oxAppSuite", self.ox_app_suite.soap_url.as_deref());
+        issues.extend(self.udm.issues("udm"));
         issues
     }
 }
@@ -313,8 +290,8 @@ impl Config {
     }
 
     fn clients(&self, ctx: &ActionContext) -> Result<Clients, ActionError> {
-        let store = handover_store(ctx, Self::ID)?;
-        let udm = udm_client(&self.udm, ctx)?;
+        let store = HandoverStore::for_run(ctx, Self::ID)?;
+        let udm = self.udm.client(ctx)?;
         let password = ctx.secrets.get(OX_PASSWORD_FILE)?;
         let ox = OxClient::new(
             &self.soap_url(&ctx.namespace),
@@ -322,7 +299,7 @@ impl Config {
             password.clone(),
             Duration::from_secs(self.ox_app_suite.request_timeout_seconds.max(1)),
         )
-        .map_err(|e| ActionError::Failed(e.to_string()))?;
+        .map_err(ActionError::from)?;
         Ok(Clients {
             udm,
             ox,
@@ -338,13 +315,13 @@ impl Config {
 
     fn ox_failed(&self, ox: &OxClient, e: OxError) -> ActionError {
         if e.is_authentication() {
-            ActionError::Failed(format!(
+            ActionError::Refused(format!(
                 "OX App Suite at {} refused the credentials of {:?} ({e}): check oxAppSuite.username and the secret file {OX_PASSWORD_FILE:?} (per-context calls with the master admin need MASTER_ACCOUNT_OVERRIDE=true)",
                 ox.base_url(),
                 ox.login()
             ))
         } else {
-            ActionError::Failed(e.to_string())
+            ActionError::from(e)
         }
     }
 
@@ -376,14 +353,14 @@ impl Config {
         udm: &UdmClient,
     ) -> Result<(Vec<FunctionalAccount>, Vec<UdmObject>), ActionError> {
         let base = &self.ldap.base_dn;
-        let objects = all_objects(udm, FUNCTIONAL_ACCOUNT, base, &[]).await?;
+        let objects = udm.all_objects(FUNCTIONAL_ACCOUNT, base, &[]).await?;
         let mut user_dns = BTreeSet::new();
         let mut group_dns = BTreeSet::new();
         for o in &objects {
             user_dns.extend(o.property_strings("users"));
             group_dns.extend(o.property_strings("groups"));
         }
-        let users = users_by_dn(udm, base, &user_dns, USER_PROPERTIES).await?;
+        let users = udm.users_by_dn(base, &user_dns, USER_PROPERTIES).await?;
         let mut groups: BTreeMap<String, Option<UdmObject>> = BTreeMap::new();
         for dn in &group_dns {
             groups.insert(norm_dn(dn), udm.get_dn(GROUP, dn).await?);
@@ -404,7 +381,7 @@ impl Config {
     ) -> Result<FunctionalAccount, ActionError> {
         let name = o.property_str("name").unwrap_or_default();
         let Some(entry_uuid) = o.uuid.clone().filter(|u| !u.is_empty()) else {
-            return Err(ActionError::Failed(format!(
+            return Err(ActionError::InvalidAnswer(format!(
                 "the UDM REST API gave no entryUUID (uuid) for the Functional Account {}: it is needed as the Shared Account's {IDENTIFIER}",
                 o.dn
             )));
@@ -538,13 +515,13 @@ impl Config {
         if accounts.is_empty() {
             return Ok(());
         }
-        let existing = all_objects(
-            udm,
-            SHARED_ACCOUNT,
-            &self.ldap.base_dn,
-            &["name", "mailPrimaryAddress", IDENTIFIER],
-        )
-        .await?;
+        let existing = udm
+            .all_objects(
+                SHARED_ACCOUNT,
+                &self.ldap.base_dn,
+                &["name", "mailPrimaryAddress", IDENTIFIER],
+            )
+            .await?;
         let mut by_name: BTreeMap<String, &UdmObject> = BTreeMap::new();
         let mut by_mail: BTreeMap<String, &UdmObject> = BTreeMap::new();
         for sa in &existing {
@@ -579,7 +556,7 @@ impl Config {
         if problems.is_empty() {
             Ok(())
         } else {
-            Err(ActionError::Failed(format!(
+            Err(ActionError::Conflict(format!(
                 "{} cannot be migrated, nothing was changed: {}; rename or remove the conflicting object in the IAM and run the stage again",
                 plural(problems.len(), "Functional Account"),
                 problems.join("; ")
@@ -775,7 +752,7 @@ impl Config {
         message.push_str(
             "then run the stage again: with no Functional Account left, it only reads OX App Suite back",
         );
-        ActionError::Failed(message)
+        ActionError::Conflict(message)
     }
 
     /// Reads every OX context back: fails naming the secondary accounts of `accounts` that are
@@ -1089,17 +1066,18 @@ impl Config {
             .iter()
             .map(|a| a.entry_uuid.to_lowercase())
             .collect();
-        let left: Vec<String> =
-            all_objects(&c.udm, FUNCTIONAL_ACCOUNT, &self.ldap.base_dn, &["name"])
-                .await?
-                .into_iter()
-                .filter(|o| {
-                    o.uuid
-                        .as_ref()
-                        .is_some_and(|u| gone.contains(&u.to_lowercase()))
-                })
-                .map(|o| o.dn)
-                .collect();
+        let left: Vec<String> = c
+            .udm
+            .all_objects(FUNCTIONAL_ACCOUNT, &self.ldap.base_dn, &["name"])
+            .await?
+            .into_iter()
+            .filter(|o| {
+                o.uuid
+                    .as_ref()
+                    .is_some_and(|u| gone.contains(&u.to_lowercase()))
+            })
+            .map(|o| o.dn)
+            .collect();
         if !left.is_empty() {
             return Err(ActionError::Failed(format!(
                 "the IAM still holds {} that were exported and deleted: {}; the handover {key:?} describes them: delete them by hand and run the stage again, which then only reads OX App Suite back",
@@ -1216,21 +1194,6 @@ fn name_failure(problems: &[NameError]) -> ActionError {
     ))
 }
 
-/// The parent of a DN (everything after the first unescaped comma).
-fn parent_of(dn: &str) -> &str {
-    let mut escaped = false;
-    for (i, c) in dn.char_indices() {
-        if escaped {
-            escaped = false;
-        } else if c == '\\' {
-            escaped = true;
-        } else if c == ',' {
-            return &dn[i + 1..];
-        }
-    }
-    ""
-}
-
 /// The current time, RFC 3339 in UTC.
 fn now() -> String {
     k8s_openapi::jiff::Timestamp::now().to_string()
@@ -1280,7 +1243,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn defaults_and_parents() {
+    fn defaults_and_the_clock() {
         let c: Config = serde_json::from_value(serde_json::json!({})).unwrap();
         assert_eq!(c.handover.object_key, "ox-functional-accounts.yaml");
         assert_eq!(c.ox_app_suite.context, 1);
@@ -1288,8 +1251,6 @@ mod tests {
             c.soap_url("opendesk"),
             "http://open-xchange-core-mw-admin.opendesk.svc.cluster.local"
         );
-        assert_eq!(parent_of(r"cn=a\,b,cn=c,dc=x"), "cn=c,dc=x");
-        assert_eq!(parent_of("dc=x"), "");
         assert!(now().ends_with('Z'), "{}", now());
     }
 

@@ -31,16 +31,17 @@ use stagehand_config::{ConfigIssue, HandoverRole, Needs};
 use crate::action::ActionConfig;
 use crate::action::{Action, ActionContext, ActionError, Outcome, StopSignal};
 use crate::batch::run_bounded;
+use crate::clients::IDENTIFIER;
+use crate::clients::ldap::dn::norm_dn;
 use crate::clients::s3::HandoverStore;
-use crate::clients::udm::{Filter, Search, UdmClient, UdmError, UdmObject};
+use crate::clients::udm::{
+    FUNCTIONAL_ACCOUNT, Filter, PERMISSION, SHARED_ACCOUNT, Search, USER, UdmClient, UdmError,
+    UdmObject,
+};
 use crate::functional_accounts::name::shared_account_names;
 use crate::functional_accounts::record::{FunctionalAccount, OxFunctionalAccounts};
-use crate::functional_accounts::{
-    FUNCTIONAL_ACCOUNT, IDENTIFIER, IN_FLIGHT, PERMISSION, SEARCH_CHUNK, SHARED_ACCOUNT,
-    UDM_PASSWORD_FILE, USER, all_objects, check_store_and_udm, handover_needs, handover_store,
-    norm_dn, short_list, udm_client, users_by_dn,
-};
-use crate::shared_config::{Handover, LdapBase, Udm};
+use crate::functional_accounts::{IN_FLIGHT, check_store_and_udm, handover_needs, short_list};
+use crate::shared_config::{Handover, LdapBase, UDM_PASSWORD_FILE, Udm};
 use crate::text::plural;
 
 /// The action's config.
@@ -99,18 +100,7 @@ impl ActionConfig for Config {
     const ID: &'static str = "ox_shared_accounts_import";
 
     fn semantic_issues(&self) -> Vec<ConfigIssue> {
-        match UdmClient::new(
-            &self.udm.url,
-            &self.udm.username,
-            crate::action::SecretValue::new(""),
-            Duration::from_secs(1),
-        ) {
-            Ok(_) => Vec::new(),
-            Err(e) => vec![ConfigIssue {
-                path: "udm.url".into(),
-                message: e.to_string(),
-            }],
-        }
+        self.udm.issues("udm")
     }
 }
 
@@ -205,7 +195,7 @@ impl Config {
     async fn handover(&self, store: &HandoverStore) -> Result<OxFunctionalAccounts, ActionError> {
         match store.read_functional_accounts(self.key()).await? {
             Some(doc) => Ok(doc),
-            None => Err(ActionError::Failed(format!(
+            None => Err(ActionError::NotFound(format!(
                 "there is no handover {:?} in {}: ox_functional_accounts_export writes it in the pre stage of the same release (even when there is no Functional Account), so it did not run, or handover.objectKey or the Migration's objectStore differ between the two declarations. Nothing was created",
                 self.key(),
                 store.describe()
@@ -235,7 +225,7 @@ impl Config {
         };
         match p.object_identifier() {
             Some(id) => Ok(Some(id)),
-            None => Err(ActionError::Failed(format!(
+            None => Err(ActionError::NotFound(format!(
                 "the permission {name:?} ({}) has no {IDENTIFIER}: Shared Accounts link users with a permission by that identifier; run ldap_entryuuid_to_object_identifier (or set it) and run the stage again. Nothing was created",
                 p.dn
             ))),
@@ -260,7 +250,9 @@ impl Config {
             })?;
         let permission = self.permission(udm).await?;
         let base = &self.ldap.base_dn;
-        let existing = all_objects(udm, SHARED_ACCOUNT, base, SHARED_PROPERTIES).await?;
+        let existing = udm
+            .all_objects(SHARED_ACCOUNT, base, SHARED_PROPERTIES)
+            .await?;
         let existing = Existing::new(&existing);
         let mut problems = Vec::new();
         let steps: Vec<Step> = accounts
@@ -269,7 +261,7 @@ impl Config {
             .map(|(a, name)| match step(a, name, &existing) {
                 Ok(s) => s,
                 Err(problem) => {
-                    problems.push(problem);
+                    problems.push(problem.to_string());
                     Step::Done(name.clone())
                 }
             })
@@ -282,7 +274,7 @@ impl Config {
             .collect();
         problems.extend(self.addresses_in_use(udm, &to_create).await?);
         if !problems.is_empty() {
-            return Err(ActionError::Failed(format!(
+            return Err(ActionError::Conflict(format!(
                 "{} cannot be created, nothing was created: {}",
                 plural(problems.len(), "Shared Account"),
                 problems.join("; ")
@@ -298,7 +290,9 @@ impl Config {
                     .map(|u| u.dn.clone())
             })
             .collect();
-        let users = users_by_dn(udm, base, &dns, &["username", IDENTIFIER]).await?;
+        let users = udm
+            .users_by_dn(base, &dns, &["username", IDENTIFIER])
+            .await?;
         let mut not_linked = Vec::new();
         let mut unlinkable = 0;
         let mut groups = 0;
@@ -362,13 +356,9 @@ impl Config {
             .iter()
             .map(|a| (a.mail_primary_address.to_lowercase(), *a))
             .collect();
-        let fas = all_objects(
-            udm,
-            FUNCTIONAL_ACCOUNT,
-            base,
-            &["name", "mailPrimaryAddress"],
-        )
-        .await?;
+        let fas = udm
+            .all_objects(FUNCTIONAL_ACCOUNT, base, &["name", "mailPrimaryAddress"])
+            .await?;
         for fa in fas {
             if let Some(a) = fa
                 .property_str("mailPrimaryAddress")
@@ -381,29 +371,24 @@ impl Config {
             }
         }
         let mails: Vec<&String> = wanted.keys().collect();
-        for chunk in mails.chunks(SEARCH_CHUNK) {
-            let filter = Filter::or(chunk.iter().map(|m| Filter::eq("mailPrimaryAddress", m)));
-            let users = udm
-                .search_with(
-                    USER,
-                    &Search {
-                        filter: Some(filter),
-                        position: Some(base.clone()),
-                        properties: vec!["username".into(), "mailPrimaryAddress".into()],
-                        ..Search::default()
-                    },
-                )
-                .await?;
-            for u in users {
-                if let Some(a) = u
-                    .property_str("mailPrimaryAddress")
-                    .and_then(|m| wanted.get(&m.to_lowercase()))
-                {
-                    problems.push(format!(
-                        "the user {} has the address {} of {:?} as its primary address: change it in the IAM and run the stage again",
-                        u.dn, a.mail_primary_address, a.name
-                    ));
-                }
+        let users = udm
+            .search_any_of(
+                USER,
+                "mailPrimaryAddress",
+                &mails,
+                base,
+                &["username", "mailPrimaryAddress"],
+            )
+            .await?;
+        for u in users {
+            if let Some(a) = u
+                .property_str("mailPrimaryAddress")
+                .and_then(|m| wanted.get(&m.to_lowercase()))
+            {
+                problems.push(format!(
+                    "the user {} has the address {} of {:?} as its primary address: change it in the IAM and run the stage again",
+                    u.dn, a.mail_primary_address, a.name
+                ));
             }
         }
         Ok(problems)
@@ -532,14 +517,18 @@ impl Config {
             ))));
         }
         if let Some((_, e)) = batch.into_first_failure() {
-            return Err(ActionError::Failed(format!(
-                "{e}. {progress}; a rerun creates the rest (the ones created count as done)"
-            )));
+            return Err(e.map_message(|e| {
+                format!(
+                    "{e}. {progress}; a rerun creates the rest (the ones created count as done)"
+                )
+            }));
         }
         let created_at = started.elapsed();
 
         // Read back: every recorded account is a Shared Account with its identifier.
-        let now = all_objects(udm, SHARED_ACCOUNT, &self.ldap.base_dn, SHARED_PROPERTIES).await?;
+        let now = udm
+            .all_objects(SHARED_ACCOUNT, &self.ldap.base_dn, SHARED_PROPERTIES)
+            .await?;
         let have: BTreeSet<String> = now
             .iter()
             .filter_map(UdmObject::object_identifier)
@@ -641,7 +630,9 @@ impl Config {
         udm: &UdmClient,
         identifier: &str,
     ) -> Result<Option<UdmObject>, ActionError> {
-        let all = all_objects(udm, SHARED_ACCOUNT, &self.ldap.base_dn, SHARED_PROPERTIES).await?;
+        let all = udm
+            .all_objects(SHARED_ACCOUNT, &self.ldap.base_dn, SHARED_PROPERTIES)
+            .await?;
         Ok(all.into_iter().find(|o| {
             o.object_identifier()
                 .is_some_and(|id| id.eq_ignore_ascii_case(identifier))
@@ -649,13 +640,23 @@ impl Config {
     }
 
     fn clients(&self, ctx: &ActionContext) -> Result<(UdmClient, HandoverStore), ActionError> {
-        Ok((udm_client(&self.udm, ctx)?, handover_store(ctx, Self::ID)?))
+        Ok((
+            self.udm.client(ctx)?,
+            HandoverStore::for_run(ctx, Self::ID)?,
+        ))
     }
 }
 
+/// Why a recorded account cannot be created: a Shared Account already holds its identifier
+/// (and differs from the handover), its name or its address. The message names both and
+/// says what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+struct StepConflict(String);
+
 /// What to do with the recorded account `a` (Shared Account name `name`) given the existing
 /// Shared Accounts; a conflict is the error.
-fn step(a: &FunctionalAccount, name: &str, existing: &Existing<'_>) -> Result<Step, String> {
+fn step(a: &FunctionalAccount, name: &str, existing: &Existing<'_>) -> Result<Step, StepConflict> {
     if let Some(o) = existing.by_identifier(&a.entry_uuid) {
         let mut differs = Vec::new();
         let have_name = o.property_str("name").unwrap_or_default();
@@ -682,32 +683,32 @@ fn step(a: &FunctionalAccount, name: &str, existing: &Existing<'_>) -> Result<St
         return if differs.is_empty() {
             Ok(Step::Done(name.to_string()))
         } else {
-            Err(format!(
+            Err(StepConflict(format!(
                 "the Shared Account {} has the identifier {} of {:?} but differs from the handover ({}): correct or remove it in the IAM and run the stage again",
                 o.dn,
                 a.entry_uuid,
                 a.name,
                 differs.join(", ")
-            ))
+            )))
         };
     }
     if let Some(o) = existing.by_name(name) {
-        return Err(format!(
+        return Err(StepConflict(format!(
             "the Shared Account {} is already named {name:?} (identifier {}), the name {:?} becomes (identifier {}): rename or remove it in the IAM and run the stage again",
             o.dn,
             o.object_identifier().unwrap_or_else(|| "none".into()),
             a.name,
             a.entry_uuid
-        ));
+        )));
     }
     if let Some(o) = existing.by_mail(&a.mail_primary_address) {
-        return Err(format!(
+        return Err(StepConflict(format!(
             "the Shared Account {} (identifier {}) already has the address {} of {:?}: change or remove it in the IAM and run the stage again",
             o.dn,
             o.object_identifier().unwrap_or_else(|| "none".into()),
             a.mail_primary_address,
             a.name
-        ));
+        )));
     }
     Ok(Step::Create(name.to_string()))
 }
@@ -773,10 +774,15 @@ fn create_failure(a: &FunctionalAccount, name: &str, e: UdmError) -> ActionError
     } else {
         ""
     };
-    ActionError::Failed(format!(
+    let message = format!(
         "creating the Shared Account {name:?} <{}> for the Functional Account {:?} failed: {e}{hint}",
         a.mail_primary_address, a.name
-    ))
+    );
+    if hint.is_empty() {
+        ActionError::from(e).map_message(|_| message)
+    } else {
+        ActionError::Conflict(message)
+    }
 }
 
 impl Action for Config {
@@ -878,13 +884,19 @@ mod tests {
             Ok(Step::Done("Team-Sales".into()))
         );
         let moved = shared("Team-Sales", "other@example.org", "5b1c", 2);
-        let e = step(&a, "Team-Sales", &Existing::new(&[moved])).unwrap_err();
+        let e = step(&a, "Team-Sales", &Existing::new(&[moved]))
+            .unwrap_err()
+            .0;
         assert!(e.contains("address") && e.contains("oxContext 2"), "{e}");
         let taken = shared("team-sales", "x@example.org", "other", 1);
-        let e = step(&a, "Team-Sales", &Existing::new(&[taken])).unwrap_err();
+        let e = step(&a, "Team-Sales", &Existing::new(&[taken]))
+            .unwrap_err()
+            .0;
         assert!(e.contains("already named"), "{e}");
         let mail = shared("Else", "SALES@example.org", "other", 1);
-        let e = step(&a, "Team-Sales", &Existing::new(&[mail])).unwrap_err();
+        let e = step(&a, "Team-Sales", &Existing::new(&[mail]))
+            .unwrap_err()
+            .0;
         assert!(e.contains("already has the address"), "{e}");
     }
 

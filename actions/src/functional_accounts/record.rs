@@ -2,7 +2,7 @@
 //! `ox_functional_accounts_export` writes in the `pre` stage and `ox_shared_accounts_import`
 //! reads in the `post` stage (`apiVersion: stagehand.dev/handover/v1`,
 //! `kind: OxFunctionalAccounts`), kept in the Migration's object store
-//! ([`HandoverStore`](crate::clients::s3::HandoverStore)).
+//! ([`HandoverStore`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 

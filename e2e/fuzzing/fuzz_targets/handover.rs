@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use stagehand_actions::clients::fuzzing;
+use stagehand_actions::fuzzing;
 
 fuzz_target!(|data: &[u8]| {
     let broken = fuzzing::handover(data);

@@ -67,11 +67,11 @@ fn over_limit(size: usize) {
 static ALLOCATOR: Limited = Limited;
 
 /// The clients' answer readers, built once per process (every HTTP target calls them).
-pub fn parsers() -> &'static stagehand_actions::clients::fuzzing::Parsers {
-    static PARSERS: std::sync::OnceLock<stagehand_actions::clients::fuzzing::Parsers> =
+pub fn parsers() -> &'static stagehand_actions::fuzzing::Parsers {
+    static PARSERS: std::sync::OnceLock<stagehand_actions::fuzzing::Parsers> =
         std::sync::OnceLock::new();
     PARSERS.get_or_init(|| {
-        stagehand_actions::clients::fuzzing::Parsers::new().expect("the clients build")
+        stagehand_actions::fuzzing::Parsers::new().expect("the clients build")
     })
 }
 

@@ -3,7 +3,7 @@
 //!
 //! Binding and searching go through the `ldap3` crate; searches are paged (RFC 2696 simple
 //! paged results), so a directory of any size is read without hitting the server's size
-//! limit. Modifications go through [`super::wire`] on a second connection bound as the same
+//! limit. Modifications go through `super::wire` on a second connection bound as the same
 //! DN: pipelined (64 unanswered at a time) and batched into few writes, which is what makes
 //! tens of thousands of changes fast. (Starting the changes while the search is still running
 //! was measured slower against slapd: its search and its writes compete.)
@@ -150,11 +150,12 @@ impl DirectDirectory {
         attrs: &[&str],
         mut each: impl FnMut(Entry) + Send,
     ) -> Result<(), LdapError> {
-        let fail = |message: String| LdapError::Search {
+        let fail = |message: String, code: Option<u32>| LdapError::Search {
             server: self.describe(),
             base: base.to_string(),
             filter: filter.to_string(),
             message,
+            code,
         };
         let mut ldap = self.ldap.clone();
         ldap.with_timeout(self.timeout);
@@ -165,20 +166,20 @@ impl DirectDirectory {
         let mut search = ldap
             .streaming_search_with(adapters, base, Scope::Subtree, filter, attrs.to_vec())
             .await
-            .map_err(|e| fail(e.to_string()))?;
+            .map_err(|e| fail(e.to_string(), None))?;
         loop {
             match search.next().await {
                 Ok(Some(raw)) => each(entry_of(SearchEntry::construct(raw))),
                 Ok(None) => break,
                 Err(e) => {
                     let _ = search.finish().await;
-                    return Err(fail(e.to_string()));
+                    return Err(fail(e.to_string(), None));
                 }
             }
         }
         let result = search.finish().await;
         if result.rc != 0 {
-            return Err(fail(result_message(&result)));
+            return Err(fail(result_message(&result), Some(result.rc)));
         }
         Ok(())
     }
@@ -192,9 +193,9 @@ impl DirectDirectory {
     ) -> Result<Vec<Refused>, LdapError> {
         let io = wire::connect(&self.url, self.timeout)
             .await
-            .map_err(|message| LdapError::Connect {
+            .map_err(|e| LdapError::Connect {
                 url: self.url.clone(),
-                message,
+                message: e.to_string(),
             })?;
         let bound = wire::bind(io, &self.bind_dn, self.password.expose(), self.timeout)
             .await
@@ -212,9 +213,9 @@ impl DirectDirectory {
         let (_answered, outcomes) = bound
             .modify_all(changes, self.max_in_flight, self.timeout)
             .await
-            .map_err(|message| LdapError::Modify {
+            .map_err(|e| LdapError::Modify {
                 server: self.describe(),
-                message,
+                message: e.to_string(),
             })?;
         let mut refused = wire::refused(outcomes, code_message);
         refused.sort_by(|a, b| a.dn.cmp(&b.dn));

@@ -35,6 +35,14 @@ pub struct CommandOutput {
     pub stderr: Vec<u8>,
 }
 
+impl CommandOutput {
+    /// The exit code `status` names (`exit code 32` is 32), when it names one: the LDAP
+    /// result code of an `ldapsearch` the server answered with an error.
+    pub fn exit_code(&self) -> Option<u32> {
+        self.status.strip_prefix("exit code ")?.trim().parse().ok()
+    }
+}
+
 /// Runs a command line somewhere, with an optional standard input.
 pub trait CommandRunner: Send + Sync + fmt::Debug {
     /// Where commands run, for messages (`pod X, container Y, namespace Z`).
@@ -326,13 +334,14 @@ impl<R: CommandRunner> Directory for ExecDirectory<R> {
                     base: base.to_string(),
                     filter: filter.to_string(),
                     message: failure("ldapsearch", &out),
+                    code: out.exit_code(),
                 });
             }
             let text = String::from_utf8_lossy(&out.stdout);
-            ldif::parse_entries(&text).map_err(|message| LdapError::Ldif {
+            ldif::parse_entries(&text).map_err(|e| LdapError::Ldif {
                 command: "ldapsearch".into(),
                 target: self.describe(),
-                message,
+                message: e.to_string(),
             })
         })
     }
@@ -440,6 +449,39 @@ mod tests {
         assert!(err.contains("pod p, container c"), "{err}");
         assert!(err.contains("exit code 32"), "{err}");
         assert!(err.contains("No such object (32)"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn search_failures_become_the_action_error_that_says_what_happened() {
+        use crate::action::ActionError;
+        async fn searched(success: bool, status: &str, stdout: &[u8]) -> ActionError {
+            let runner = Canned {
+                answer: CommandOutput {
+                    success,
+                    status: status.into(),
+                    stdout: stdout.to_vec(),
+                    stderr: b"ldapsearch: an error\n".to_vec(),
+                },
+                ..Canned::default()
+            };
+            let dir = ExecDirectory::new(runner, POD_LDAPI_URL);
+            let e = dir.search("dc=x", "(a=*)", &[]).await.unwrap_err();
+            let text = e.to_string();
+            let action = ActionError::from(e);
+            assert_eq!(action.to_string(), text, "the message is kept");
+            action
+        }
+        let missing = searched(false, "exit code 32", b"").await;
+        assert!(matches!(missing, ActionError::NotFound(_)), "{missing:?}");
+        let denied = searched(false, "exit code 50", b"").await;
+        assert!(matches!(denied, ActionError::Refused(_)), "{denied:?}");
+        let other = searched(false, "exit code 1", b"").await;
+        assert!(matches!(other, ActionError::Failed(_)), "{other:?}");
+        let unreadable = searched(true, "exit code 0", b"dn uid=a without a colon\n").await;
+        assert!(
+            matches!(unreadable, ActionError::InvalidAnswer(_)),
+            "{unreadable:?}"
+        );
     }
 
     #[tokio::test]

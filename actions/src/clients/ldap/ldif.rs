@@ -6,10 +6,16 @@ use base64::engine::general_purpose::STANDARD;
 
 use super::{Entry, Replace};
 
+/// Why `ldapsearch` output cannot be read as LDIF: the message names the line and what is
+/// wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct LdifError(pub String);
+
 /// Reads the entries of `ldapsearch` output. Handles folded lines (a line starting with one
 /// space continues the previous one), base64 values (`attr:: ...`, `dn:: ...`), comments,
 /// a `version:` line and CRLF line ends. Values by URL (`attr:< file://...`) are refused.
-pub fn parse_entries(text: &str) -> Result<Vec<Entry>, String> {
+pub fn parse_entries(text: &str) -> Result<Vec<Entry>, LdifError> {
     let mut entries = Vec::new();
     let mut record: Vec<String> = Vec::new();
     let mut first_line_no = 0;
@@ -28,10 +34,10 @@ pub fn parse_entries(text: &str) -> Result<Vec<Entry>, String> {
             match record.last_mut() {
                 Some(last) => last.push_str(rest),
                 None => {
-                    return Err(format!(
+                    return Err(LdifError(format!(
                         "line {}: a continuation line with nothing to continue",
                         no + 1
-                    ));
+                    )));
                 }
             }
             continue;
@@ -51,20 +57,20 @@ pub fn parse_entries(text: &str) -> Result<Vec<Entry>, String> {
 
 /// One record's unfolded lines to an entry; `None` for records that are not entries (only
 /// comments, `version: 1`, the `search:`/`result:` trailer of `ldapsearch -L`).
-fn parse_record(lines: &[String], line_no: usize) -> Result<Option<Entry>, String> {
+fn parse_record(lines: &[String], line_no: usize) -> Result<Option<Entry>, LdifError> {
     let mut entry: Option<Entry> = None;
     for line in lines.iter().filter(|l| !l.starts_with('#')) {
         let (name, value) =
-            attr_value(line).map_err(|e| format!("record at line {line_no}: {e}"))?;
+            attr_value(line).map_err(|e| LdifError(format!("record at line {line_no}: {e}")))?;
         match entry.as_mut() {
             None if name.eq_ignore_ascii_case("dn") => entry = Some(Entry::new(value)),
             None if ["version", "search", "result", "text", "ref", "control"]
                 .iter()
                 .any(|n| name.eq_ignore_ascii_case(n)) => {}
             None => {
-                return Err(format!(
+                return Err(LdifError(format!(
                     "record at line {line_no}: starts with {name:?} instead of dn"
-                ));
+                )));
             }
             Some(e) => e.push(&name, value),
         }
@@ -73,27 +79,32 @@ fn parse_record(lines: &[String], line_no: usize) -> Result<Option<Entry>, Strin
 }
 
 /// `name: value`, `name:: base64` or `name:` (empty value).
-fn attr_value(line: &str) -> Result<(String, String), String> {
+fn attr_value(line: &str) -> Result<(String, String), LdifError> {
     let Some((name, rest)) = line.split_once(':') else {
-        return Err(format!(
+        return Err(LdifError(format!(
             "{:?} is not an `attribute: value` line",
             short(line)
-        ));
+        )));
     };
     if name.is_empty() {
-        return Err(format!("{:?} has no attribute name", short(line)));
+        return Err(LdifError(format!(
+            "{:?} has no attribute name",
+            short(line)
+        )));
     }
     if let Some(b64) = rest.strip_prefix(':') {
         let bytes = STANDARD
             .decode(b64.trim_matches(' '))
-            .map_err(|e| format!("{name}: invalid base64 value: {e}"))?;
+            .map_err(|e| LdifError(format!("{name}: invalid base64 value: {e}")))?;
         return Ok((
             name.to_string(),
             String::from_utf8_lossy(&bytes).into_owned(),
         ));
     }
     if rest.starts_with('<') {
-        return Err(format!("{name}: values given by URL are not supported"));
+        return Err(LdifError(format!(
+            "{name}: values given by URL are not supported"
+        )));
     }
     Ok((name.to_string(), rest.trim_start_matches(' ').to_string()))
 }
@@ -175,26 +186,31 @@ mod tests {
         assert!(
             parse_entries(" dangling")
                 .unwrap_err()
+                .0
                 .contains("continuation")
         );
         assert!(
             parse_entries("uid: x\n")
                 .unwrap_err()
+                .0
                 .contains("instead of dn")
         );
         assert!(
             parse_entries("dn: x\njpegPhoto:< file:///x\n")
                 .unwrap_err()
+                .0
                 .contains("URL")
         );
         assert!(
             parse_entries("dn: x\nuid:: !!!\n")
                 .unwrap_err()
+                .0
                 .contains("base64")
         );
         assert!(
             parse_entries("dn: x\nno colon\n")
                 .unwrap_err()
+                .0
                 .contains("attribute: value")
         );
     }

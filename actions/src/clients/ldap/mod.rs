@@ -7,10 +7,12 @@
 //!   Kubernetes exec API, bound with SASL EXTERNAL over `ldapi:///` (what openDesk's own
 //!   migrations do).
 //!
-//! [`escape`] builds filters and DNs from data, [`ldif`] reads and writes the LDIF the command
+//! [`escape`] builds filters and DNs from data, [`dn`] reads DNs back (compares them, takes
+//! them apart), [`ldif`] reads and writes the LDIF the command
 //! line tools speak.
 
 pub mod direct;
+pub mod dn;
 pub mod escape;
 pub mod exec;
 pub mod ldif;
@@ -126,6 +128,8 @@ pub enum LdapError {
         filter: String,
         /// The server's (or the tool's) answer.
         message: String,
+        /// The LDAP result code, when the server answered one (`ldapsearch` exits with it).
+        code: Option<u32>,
     },
     /// The connection failed while changes were being sent.
     #[error("modifying entries at {server}: {message}")]
@@ -155,6 +159,34 @@ pub enum LdapError {
         /// What is wrong with the output.
         message: String,
     },
+}
+
+impl From<LdapError> for crate::action::ActionError {
+    /// By what happened: no connection (or one broken while changes were sent)
+    /// [`ActionError::Unavailable`](crate::action::ActionError::Unavailable); a refused bind
+    /// (invalidCredentials) or a search answered insufficientAccessRights (50) or
+    /// invalidCredentials (49) `Refused`; a search answered noSuchObject (32) `NotFound`;
+    /// output of `ldapsearch` that is not LDIF `InvalidAnswer`; anything else `Failed`. The
+    /// message is the LDAP error's.
+    fn from(e: LdapError) -> Self {
+        use crate::action::ActionError;
+        let message = e.to_string();
+        match e {
+            LdapError::Connect { .. } | LdapError::Modify { .. } => {
+                ActionError::Unavailable(message)
+            }
+            LdapError::Bind { .. }
+            | LdapError::Search {
+                code: Some(49 | 50),
+                ..
+            } => ActionError::Refused(message),
+            LdapError::Search { code: Some(32), .. } => ActionError::NotFound(message),
+            LdapError::Ldif { .. } => ActionError::InvalidAnswer(message),
+            LdapError::Config(_) | LdapError::Search { .. } | LdapError::Exec { .. } => {
+                ActionError::Failed(message)
+            }
+        }
+    }
 }
 
 /// A directory the actions can search and change.

@@ -32,10 +32,25 @@ pub(crate) enum Target {
     Unix { path: String },
 }
 
+/// Why the lean client could not do its job. Each message says what and where, as it did when
+/// these were plain strings; the variant says whose fault it is.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum WireError {
+    /// The URL cannot be used (not an LDAP URL, no host, a bad port or %-escape).
+    #[error("{0}")]
+    Url(String),
+    /// No connection (refused, TLS, a timeout), or it broke or went silent.
+    #[error("{0}")]
+    Connection(String),
+    /// What the server sent is not the LDAP message it should be.
+    #[error("{0}")]
+    Protocol(String),
+}
+
 /// The default socket of `ldapi:///` (Debian's slapd).
 const DEFAULT_LDAPI: &str = "/var/run/slapd/ldapi";
 
-fn percent_decode(text: &str) -> Result<String, String> {
+fn percent_decode(text: &str) -> Result<String, WireError> {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -44,7 +59,7 @@ fn percent_decode(text: &str) -> Result<String, String> {
             let hex = text
                 .get(i + 1..i + 3)
                 .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(|| format!("{text:?} has an invalid %-escape"))?;
+                .ok_or_else(|| WireError::Url(format!("{text:?} has an invalid %-escape")))?;
             out.push(hex);
             i += 3;
         } else {
@@ -52,14 +67,15 @@ fn percent_decode(text: &str) -> Result<String, String> {
             i += 1;
         }
     }
-    String::from_utf8(out).map_err(|_| format!("{text:?} is not UTF-8 once decoded"))
+    String::from_utf8(out)
+        .map_err(|_| WireError::Url(format!("{text:?} is not UTF-8 once decoded")))
 }
 
 /// Reads `ldap://host[:port][/...]`, `ldaps://...` or `ldapi://[socket]`.
-pub(crate) fn parse_url(url: &str) -> Result<Target, String> {
+pub(crate) fn parse_url(url: &str) -> Result<Target, WireError> {
     let (scheme, rest) = url
         .split_once("://")
-        .ok_or_else(|| format!("{url:?} is not an LDAP URL"))?;
+        .ok_or_else(|| WireError::Url(format!("{url:?} is not an LDAP URL")))?;
     let authority = rest.split(['/', '?']).next().unwrap_or_default();
     match scheme.to_ascii_lowercase().as_str() {
         "ldapi" => {
@@ -77,7 +93,7 @@ pub(crate) fn parse_url(url: &str) -> Result<Target, String> {
             let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
                 let (host, after) = v6
                     .split_once(']')
-                    .ok_or_else(|| format!("{url:?}: unclosed [ in the host"))?;
+                    .ok_or_else(|| WireError::Url(format!("{url:?}: unclosed [ in the host")))?;
                 (host.to_string(), after.strip_prefix(':'))
             } else {
                 match authority.rsplit_once(':') {
@@ -86,12 +102,12 @@ pub(crate) fn parse_url(url: &str) -> Result<Target, String> {
                 }
             };
             if host.is_empty() {
-                return Err(format!("{url:?} names no host"));
+                return Err(WireError::Url(format!("{url:?} names no host")));
             }
             let port = match port {
                 Some(p) => p
                     .parse::<u16>()
-                    .map_err(|_| format!("{url:?}: {p:?} is not a port"))?,
+                    .map_err(|_| WireError::Url(format!("{url:?}: {p:?} is not a port")))?,
                 None => default_port,
             };
             Ok(if scheme == "ldap" {
@@ -100,14 +116,16 @@ pub(crate) fn parse_url(url: &str) -> Result<Target, String> {
                 Target::Tls { host, port }
             })
         }
-        other => Err(format!("{url:?}: {other:?} is not an LDAP scheme")),
+        other => Err(WireError::Url(format!(
+            "{url:?}: {other:?} is not an LDAP scheme"
+        ))),
     }
 }
 
 /// The TLS client config: the system's CA certificates (`SSL_CERT_FILE`/`SSL_CERT_DIR` when
 /// set), ring; built once.
-fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
-    static CONFIG: std::sync::OnceLock<Result<Arc<rustls::ClientConfig>, String>> =
+fn tls_config() -> Result<Arc<rustls::ClientConfig>, WireError> {
+    static CONFIG: std::sync::OnceLock<Result<Arc<rustls::ClientConfig>, WireError>> =
         std::sync::OnceLock::new();
     CONFIG
         .get_or_init(|| {
@@ -117,15 +135,15 @@ fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
                 let _ = roots.add(cert);
             }
             if roots.is_empty() {
-                return Err(
+                return Err(WireError::Connection(
                     "no CA certificates found in the system's store to verify the server".into(),
-                );
+                ));
             }
             let config = rustls::ClientConfig::builder_with_provider(Arc::new(
                 rustls::crypto::ring::default_provider(),
             ))
             .with_safe_default_protocol_versions()
-            .map_err(|e| e.to_string())?
+            .map_err(|e| WireError::Connection(e.to_string()))?
             .with_root_certificates(roots)
             .with_no_client_auth();
             Ok(Arc::new(config))
@@ -134,40 +152,44 @@ fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
 }
 
 /// Opens a connection to `url` within `timeout`.
-pub(crate) async fn connect(url: &str, timeout: Duration) -> Result<Box<dyn Io>, String> {
+pub(crate) async fn connect(url: &str, timeout: Duration) -> Result<Box<dyn Io>, WireError> {
     let target = parse_url(url)?;
+    let broken = WireError::Connection;
     let open = async {
-        Ok::<Box<dyn Io>, String>(match target {
+        Ok::<Box<dyn Io>, WireError>(match target {
             Target::Tcp { host, port } => {
                 let stream = tokio::net::TcpStream::connect((host.as_str(), port))
                     .await
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|e| broken(e.to_string()))?;
                 let _ = stream.set_nodelay(true);
                 Box::new(stream)
             }
             Target::Tls { host, port } => {
                 let stream = tokio::net::TcpStream::connect((host.as_str(), port))
                     .await
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|e| broken(e.to_string()))?;
                 let _ = stream.set_nodelay(true);
                 let name = rustls::pki_types::ServerName::try_from(host.clone())
-                    .map_err(|e| format!("{host:?} is not a server name: {e}"))?;
+                    .map_err(|e| WireError::Url(format!("{host:?} is not a server name: {e}")))?;
                 let tls = tokio_rustls::TlsConnector::from(tls_config()?)
                     .connect(name, stream)
                     .await
-                    .map_err(|e| format!("TLS: {e}"))?;
+                    .map_err(|e| broken(format!("TLS: {e}")))?;
                 Box::new(tls)
             }
             Target::Unix { path } => Box::new(
                 tokio::net::UnixStream::connect(&path)
                     .await
-                    .map_err(|e| format!("{path}: {e}"))?,
+                    .map_err(|e| broken(format!("{path}: {e}")))?,
             ),
         })
     };
     match tokio::time::timeout(timeout, open).await {
         Ok(r) => r,
-        Err(_) => Err(format!("no connection after {}s", timeout.as_secs())),
+        Err(_) => Err(broken(format!(
+            "no connection after {}s",
+            timeout.as_secs()
+        ))),
     }
 }
 
@@ -271,7 +293,7 @@ type Tlv<'a> = (u8, &'a [u8], usize);
 
 /// One TLV at the start of `buf`: `(tag, content, total length)`; `Ok(None)` when `buf`
 /// does not hold all of it yet.
-pub(crate) fn tlv(buf: &[u8]) -> Result<Option<Tlv<'_>>, String> {
+pub(crate) fn tlv(buf: &[u8]) -> Result<Option<Tlv<'_>>, WireError> {
     let (Some(&tag), Some(&first)) = (buf.first(), buf.get(1)) else {
         return Ok(None);
     };
@@ -280,7 +302,9 @@ pub(crate) fn tlv(buf: &[u8]) -> Result<Option<Tlv<'_>>, String> {
     } else {
         let n = usize::from(first & 0x7f);
         if n == 0 || n > 4 {
-            return Err(format!("unsupported BER length form 0x{first:02x}"));
+            return Err(WireError::Protocol(format!(
+                "unsupported BER length form 0x{first:02x}"
+            )));
         }
         let Some(bytes) = buf.get(2..2 + n) else {
             return Ok(None);
@@ -299,8 +323,8 @@ pub(crate) fn tlv(buf: &[u8]) -> Result<Option<Tlv<'_>>, String> {
 }
 
 /// A TLV that must be complete inside an already complete message.
-fn inner(buf: &[u8]) -> Result<Tlv<'_>, String> {
-    tlv(buf)?.ok_or_else(|| "truncated LDAP message".to_string())
+fn inner(buf: &[u8]) -> Result<Tlv<'_>, WireError> {
+    tlv(buf)?.ok_or_else(|| WireError::Protocol("truncated LDAP message".to_string()))
 }
 
 fn integer(content: &[u8]) -> i64 {
@@ -325,19 +349,25 @@ pub(crate) struct Response {
 }
 
 /// Reads one complete `LDAPMessage` carrying an LDAPResult.
-pub(crate) fn parse_response(message: &[u8]) -> Result<Response, String> {
+pub(crate) fn parse_response(message: &[u8]) -> Result<Response, WireError> {
     let (tag, content, _) = inner(message)?;
     if tag != 0x30 {
-        return Err(format!("expected an LDAPMessage, got tag 0x{tag:02x}"));
+        return Err(WireError::Protocol(format!(
+            "expected an LDAPMessage, got tag 0x{tag:02x}"
+        )));
     }
     let (id_tag, id, used) = inner(content)?;
     if id_tag != 0x02 {
-        return Err("LDAPMessage without a message id".into());
+        return Err(WireError::Protocol(
+            "LDAPMessage without a message id".into(),
+        ));
     }
     let (op, result, _) = inner(&content[used..])?;
     let (code_tag, code, used) = inner(result)?;
     if code_tag != 0x0a {
-        return Err(format!("response 0x{op:02x} without a result code"));
+        return Err(WireError::Protocol(format!(
+            "response 0x{op:02x} without a result code"
+        )));
     }
     let (_, _matched, used2) = inner(&result[used..])?;
     let (_, diagnostic, _) = inner(&result[used + used2..])?;
@@ -354,7 +384,7 @@ pub(crate) fn parse_response(message: &[u8]) -> Result<Response, String> {
 async fn next_response(
     io: &mut (impl AsyncRead + Unpin),
     buf: &mut Vec<u8>,
-) -> Result<Option<Response>, String> {
+) -> Result<Option<Response>, WireError> {
     loop {
         if let Some((_, _, total)) = tlv(buf)? {
             let response = parse_response(&buf[..total]);
@@ -362,12 +392,17 @@ async fn next_response(
             return response.map(Some);
         }
         let mut chunk = [0u8; 64 * 1024];
-        let n = io.read(&mut chunk).await.map_err(|e| e.to_string())?;
+        let n = io
+            .read(&mut chunk)
+            .await
+            .map_err(|e| WireError::Connection(e.to_string()))?;
         if n == 0 {
             return if buf.is_empty() {
                 Ok(None)
             } else {
-                Err("the connection closed inside a message".into())
+                Err(WireError::Connection(
+                    "the connection closed inside a message".into(),
+                ))
             };
         }
         buf.extend_from_slice(&chunk[..n]);
@@ -422,7 +457,7 @@ pub(crate) async fn bind(
             Ok(None) => Err(BindFailure::Broken(
                 "the server closed the connection".into(),
             )),
-            Err(e) => Err(BindFailure::Broken(e)),
+            Err(e) => Err(BindFailure::Broken(e.to_string())),
         }
     };
     match tokio::time::timeout(timeout, exchange).await {
@@ -448,7 +483,7 @@ impl Bound {
         changes: impl Stream<Item = Replace> + Send,
         window: usize,
         timeout: Duration,
-    ) -> Result<(usize, Vec<Outcome>), String> {
+    ) -> Result<(usize, Vec<Outcome>), WireError> {
         let Bound { io, mut buf } = self;
         let (mut reader, mut writer) = tokio::io::split(io);
         // slapd stops reading from (and eventually drops) a connection with more than
@@ -462,36 +497,47 @@ impl Bound {
             let permits = permits.clone();
             let pending = pending.clone();
             async move {
+                let broken = WireError::Connection;
                 let mut id: i32 = 2;
                 let mut sent = 0usize;
                 let mut batches = Box::pin(changes.ready_chunks(256));
                 let mut out = Vec::with_capacity(64 * 1024);
                 while let Some(batch) = batches.next().await {
                     for change in batch {
-                        permits.acquire().await.map_err(|e| e.to_string())?.forget();
+                        permits
+                            .acquire()
+                            .await
+                            .map_err(|e| broken(e.to_string()))?
+                            .forget();
                         encode_modify_replace(&mut out, id, &change);
                         if let Ok(mut p) = pending.lock() {
                             p.insert(i64::from(id), change.dn);
                         }
-                        id = id
-                            .checked_add(1)
-                            .ok_or("too many requests on one connection")?;
+                        id = id.checked_add(1).ok_or_else(|| {
+                            WireError::Protocol("too many requests on one connection".into())
+                        })?;
                         sent += 1;
                         // Write when the window is full or enough is buffered; never hold
                         // requests back while waiting for answers.
                         if permits.available_permits() == 0 || out.len() >= 64 * 1024 {
-                            writer.write_all(&out).await.map_err(|e| e.to_string())?;
+                            writer
+                                .write_all(&out)
+                                .await
+                                .map_err(|e| broken(e.to_string()))?;
                             out.clear();
                         }
                     }
                     if !out.is_empty() {
-                        writer.write_all(&out).await.map_err(|e| e.to_string())?;
+                        writer
+                            .write_all(&out)
+                            .await
+                            .map_err(|e| broken(e.to_string()))?;
                         out.clear();
                     }
-                    writer.flush().await.map_err(|e| e.to_string())?;
+                    writer.flush().await.map_err(|e| broken(e.to_string()))?;
                 }
                 let _ = sent_tx.send(Some(sent));
-                Ok::<_, String>((writer, id))
+                Ok::<_, WireError>((writer, id))
             }
         };
 
@@ -516,25 +562,25 @@ impl Bound {
                         if outstanding > 0 {
                             tokio::time::timeout(timeout, next_response(&mut reader, &mut buf))
                                 .await
-                                .unwrap_or_else(|_| Err(format!(
+                                .unwrap_or_else(|_| Err(WireError::Connection(format!(
                                     "no answer for {}s with {outstanding} modifications outstanding",
                                     timeout.as_secs()
-                                )))
+                                ))))
                         } else {
                             next_response(&mut reader, &mut buf).await
                         }
                     } => {
                         let response = response?.ok_or_else(|| {
-                            format!("the server closed the connection after {received} answers")
+                            WireError::Connection(format!("the server closed the connection after {received} answers"))
                         })?;
                         if response.id == 0 {
-                            return Err(format!("the server ended the session: {}", response.message));
+                            return Err(WireError::Connection(format!("the server ended the session: {}", response.message)));
                         }
                         let dn = pending
                             .lock()
                             .ok()
                             .and_then(|mut p| p.remove(&response.id))
-                            .ok_or_else(|| format!("an answer to unknown message {}", response.id))?;
+                            .ok_or_else(|| WireError::Protocol(format!("an answer to unknown message {}", response.id)))?;
                         permits.add_permits(1);
                         received += 1;
                         if response.code != 0 {
@@ -759,7 +805,8 @@ mod tests {
         .expect("the pipeline ends");
         let err = result.unwrap_err();
         assert!(
-            err.contains("closed the connection after 2 answers"),
+            err.to_string()
+                .contains("closed the connection after 2 answers"),
             "{err}"
         );
         server.await.unwrap();

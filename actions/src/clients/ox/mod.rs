@@ -15,11 +15,11 @@ use std::time::Duration;
 
 use reqwest::Url;
 
-use crate::action::SecretValue;
+use crate::action::{ActionError, SecretValue};
 use crate::clients::http::{client_builder, transport_failure};
 use crate::text::one_line;
 pub use soap::SoapFault;
-use soap::{Answer, Element, Param};
+use soap::{Answer, Element, Param, ParseError};
 
 /// How many ids one `getMultipleData` call asks for.
 pub const MULTIPLE_DATA_CHUNK: usize = 100;
@@ -185,6 +185,33 @@ impl OxError {
     }
 }
 
+impl From<OxError> for ActionError {
+    /// By what happened: no answer is [`ActionError::Unavailable`]; a fault refusing the
+    /// credentials or the change (`Changing username is disabled!`) [`ActionError::Refused`],
+    /// one naming a missing object [`ActionError::NotFound`] (any other fault
+    /// [`ActionError::Failed`]); an HTTP error by its status ([`ActionError::for_status`]);
+    /// an answer that is not the operation's [`ActionError::InvalidAnswer`]. The message is
+    /// the OX error's.
+    fn from(e: OxError) -> Self {
+        let message = e.to_string();
+        match &e {
+            OxError::Transport { .. } => ActionError::Unavailable(message),
+            OxError::Fault { fault, .. } if fault.is_authentication() => {
+                ActionError::Refused(message)
+            }
+            OxError::Fault { fault, .. } if fault.is_username_not_changeable() => {
+                ActionError::Refused(message)
+            }
+            OxError::Fault { fault, .. } if fault.is_not_found() => ActionError::NotFound(message),
+            OxError::Http { status, .. } => ActionError::for_status(*status, message),
+            OxError::Answer { .. } => ActionError::InvalidAnswer(message),
+            OxError::Config(_) | OxError::Request { .. } | OxError::Fault { .. } => {
+                ActionError::Failed(message)
+            }
+        }
+    }
+}
+
 /// A client of one OX App Suite's SOAP API.
 #[derive(Debug, Clone)]
 pub struct OxClient {
@@ -204,6 +231,22 @@ impl OxClient {
         password: SecretValue,
         timeout: Duration,
     ) -> Result<Self, OxError> {
+        let base = Self::check_url(soap_url)?;
+        let http = client_builder(timeout)
+            .build()
+            .map_err(|e| OxError::Config(format!("cannot build an HTTP client: {e}")))?;
+        Ok(Self {
+            http,
+            base,
+            login: login.to_string(),
+            password,
+        })
+    }
+
+    /// The base URL the services are below, from the configured `soap_url` (with or without
+    /// its `/webservices` suffix), or why it cannot be used. Validating a config calls it
+    /// without building a client.
+    pub fn check_url(soap_url: &str) -> Result<Url, OxError> {
         let mut base = Url::parse(soap_url)
             .map_err(|e| OxError::Config(format!("the URL {soap_url:?} is not valid: {e}")))?;
         if base.cannot_be_a_base() || !matches!(base.scheme(), "http" | "https") {
@@ -227,15 +270,7 @@ impl OxClient {
         {
             segments.pop();
         }
-        let http = client_builder(timeout)
-            .build()
-            .map_err(|e| OxError::Config(format!("cannot build an HTTP client: {e}")))?;
-        Ok(Self {
-            http,
-            base,
-            login: login.to_string(),
-            password,
-        })
+        Ok(base)
     }
 
     /// The base URL the services are below.
@@ -306,12 +341,68 @@ impl OxClient {
         service: Service,
         op: &str,
         returns: Vec<Element>,
-        read: fn(&Element) -> Result<T, String>,
+        read: fn(&Element) -> Result<T, ParseError>,
     ) -> Result<Vec<T>, OxError> {
         returns
             .iter()
-            .map(|r| read(r).map_err(|m| self.answer_error(service, op, m)))
+            .map(|r| read(r).map_err(|m| self.answer_error(service, op, m.0)))
             .collect()
+    }
+
+    /// `<service>.getMultipleData`: the objects with these ids (each sent as a `param`
+    /// element), in chunks of [`MULTIPLE_DATA_CHUNK`].
+    async fn multiple_data<T>(
+        &self,
+        service: Service,
+        param: &'static str,
+        ctx: u32,
+        ids: &[u32],
+        read: fn(&Element) -> Result<T, ParseError>,
+    ) -> Result<Vec<T>, OxError> {
+        let op = "getMultipleData";
+        let mut all = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(MULTIPLE_DATA_CHUNK) {
+            let mut params = vec![Param::id("ctx", ctx)];
+            params.extend(chunk.iter().map(|id| Param::id(param, *id)));
+            params.push(Param::Auth);
+            let returns = self.call(service, op, &params).await?;
+            all.extend(self.objects(service, op, returns, read)?);
+        }
+        Ok(all)
+    }
+
+    /// A call answering exactly one object.
+    async fn read_one<T>(
+        &self,
+        service: Service,
+        op: &str,
+        params: &[Param<'_>],
+        read: fn(&Element) -> Result<T, ParseError>,
+    ) -> Result<T, OxError> {
+        let returns = self.call(service, op, params).await?;
+        let all = self.objects(service, op, returns, read)?;
+        self.one(service, op, all)
+    }
+
+    /// `<service>.change` with `<object>{id, name}`: renames a user or a group.
+    async fn rename(
+        &self,
+        service: Service,
+        object: &'static str,
+        ctx: u32,
+        id: u32,
+        name: &str,
+    ) -> Result<(), OxError> {
+        let params = [
+            Param::id("ctx", ctx),
+            Param::Object {
+                name: object,
+                fields: vec![("id", id.to_string()), ("name", name.to_string())],
+            },
+            Param::Auth,
+        ];
+        self.call(service, "change", &params).await?;
+        Ok(())
     }
 
     pub(crate) fn one<T>(&self, service: Service, op: &str, mut all: Vec<T>) -> Result<T, OxError> {
@@ -362,55 +453,28 @@ impl OxClient {
     /// `OXUserService.getMultipleData`: the users with these ids, in chunks of
     /// [`MULTIPLE_DATA_CHUNK`].
     pub async fn users(&self, ctx: u32, ids: &[u32]) -> Result<Vec<User>, OxError> {
-        let (s, op) = (Service::User, "getMultipleData");
-        let mut all = Vec::with_capacity(ids.len());
-        for chunk in ids.chunks(MULTIPLE_DATA_CHUNK) {
-            let mut params = vec![Param::id("ctx", ctx)];
-            params.extend(chunk.iter().map(|id| Param::id("users", *id)));
-            params.push(Param::Auth);
-            let returns = self.call(s, op, &params).await?;
-            all.extend(self.objects(s, op, returns, read_user)?);
-        }
-        Ok(all)
+        self.multiple_data(Service::User, "users", ctx, ids, read_user)
+            .await
     }
 
     /// `OXUserService.getData`: one user by id.
     pub async fn user(&self, ctx: u32, id: u32) -> Result<User, OxError> {
-        let (s, op) = (Service::User, "getData");
-        let returns = self
-            .call(
-                s,
-                op,
-                &[Param::id("ctx", ctx), Param::id("user", id), Param::Auth],
-            )
-            .await?;
-        let users = self.objects(s, op, returns, read_user)?;
-        self.one(s, op, users)
+        let params = [Param::id("ctx", ctx), Param::id("user", id), Param::Auth];
+        self.read_one(Service::User, "getData", &params, read_user)
+            .await
     }
 
     /// `OXUserService.getContextAdmin`: the context's admin.
     pub async fn context_admin(&self, ctx: u32) -> Result<User, OxError> {
-        let (s, op) = (Service::User, "getContextAdmin");
-        let returns = self
-            .call(s, op, &[Param::id("ctx", ctx), Param::Auth])
-            .await?;
-        let users = self.objects(s, op, returns, read_user)?;
-        self.one(s, op, users)
+        let params = [Param::id("ctx", ctx), Param::Auth];
+        self.read_one(Service::User, "getContextAdmin", &params, read_user)
+            .await
     }
 
     /// `OXUserService.change` with `usrdata{id, name}`: renames a user (needs
     /// `USERNAME_CHANGEABLE=true` on the server).
     pub async fn rename_user(&self, ctx: u32, id: u32, name: &str) -> Result<(), OxError> {
-        let params = [
-            Param::id("ctx", ctx),
-            Param::Object {
-                name: "usrdata",
-                fields: vec![("id", id.to_string()), ("name", name.to_string())],
-            },
-            Param::Auth,
-        ];
-        self.call(Service::User, "change", &params).await?;
-        Ok(())
+        self.rename(Service::User, "usrdata", ctx, id, name).await
     }
 
     // ---- OXGroupService ------------------------------------------------------------------
@@ -427,54 +491,27 @@ impl OxClient {
     /// `OXGroupService.getMultipleData`: the groups with these ids, in chunks of
     /// [`MULTIPLE_DATA_CHUNK`].
     pub async fn groups(&self, ctx: u32, ids: &[u32]) -> Result<Vec<Group>, OxError> {
-        let (s, op) = (Service::Group, "getMultipleData");
-        let mut all = Vec::with_capacity(ids.len());
-        for chunk in ids.chunks(MULTIPLE_DATA_CHUNK) {
-            let mut params = vec![Param::id("ctx", ctx)];
-            params.extend(chunk.iter().map(|id| Param::id("grps", *id)));
-            params.push(Param::Auth);
-            let returns = self.call(s, op, &params).await?;
-            all.extend(self.objects(s, op, returns, read_group)?);
-        }
-        Ok(all)
+        self.multiple_data(Service::Group, "grps", ctx, ids, read_group)
+            .await
     }
 
     /// `OXGroupService.getData`: one group by id.
     pub async fn group(&self, ctx: u32, id: u32) -> Result<Group, OxError> {
-        let (s, op) = (Service::Group, "getData");
-        let returns = self
-            .call(
-                s,
-                op,
-                &[Param::id("ctx", ctx), Param::id("grp", id), Param::Auth],
-            )
-            .await?;
-        let groups = self.objects(s, op, returns, read_group)?;
-        self.one(s, op, groups)
+        let params = [Param::id("ctx", ctx), Param::id("grp", id), Param::Auth];
+        self.read_one(Service::Group, "getData", &params, read_group)
+            .await
     }
 
     /// `OXGroupService.getDefaultGroup`: the context's standard group (`users`).
     pub async fn default_group(&self, ctx: u32) -> Result<Group, OxError> {
-        let (s, op) = (Service::Group, "getDefaultGroup");
-        let returns = self
-            .call(s, op, &[Param::id("ctx", ctx), Param::Auth])
-            .await?;
-        let groups = self.objects(s, op, returns, read_group)?;
-        self.one(s, op, groups)
+        let params = [Param::id("ctx", ctx), Param::Auth];
+        self.read_one(Service::Group, "getDefaultGroup", &params, read_group)
+            .await
     }
 
     /// `OXGroupService.change` with `grp{id, name}`: renames a group.
     pub async fn rename_group(&self, ctx: u32, id: u32, name: &str) -> Result<(), OxError> {
-        let params = [
-            Param::id("ctx", ctx),
-            Param::Object {
-                name: "grp",
-                fields: vec![("id", id.to_string()), ("name", name.to_string())],
-            },
-            Param::Auth,
-        ];
-        self.call(Service::Group, "change", &params).await?;
-        Ok(())
+        self.rename(Service::Group, "grp", ctx, id, name).await
     }
 
     // ---- OXSecondaryAccountService -------------------------------------------------------
@@ -574,36 +611,36 @@ pub(crate) fn read_response(
         Err(message) => Err(OxError::Answer {
             call,
             url: url.to_string(),
-            message,
+            message: message.0,
         }),
     }
 }
 
-pub(crate) fn number(text: &str, what: &str) -> Result<u32, String> {
+pub(crate) fn number(text: &str, what: &str) -> Result<u32, ParseError> {
     text.trim()
         .parse()
-        .map_err(|_| format!("{what} {:?} is not a number", text.trim()))
+        .map_err(|_| ParseError(format!("{what} {:?} is not a number", text.trim())))
 }
 
 fn opt_string(e: &Element, field: &str) -> Option<String> {
     e.field(field).map(str::to_string)
 }
 
-fn required_id(e: &Element, what: &str) -> Result<u32, String> {
+fn required_id(e: &Element, what: &str) -> Result<u32, ParseError> {
     match e.field("id") {
         Some(id) => number(id, &format!("the {what} id")),
-        None => Err(format!("a {what} without an id")),
+        None => Err(ParseError(format!("a {what} without an id"))),
     }
 }
 
-pub(crate) fn read_context(e: &Element) -> Result<Context, String> {
+pub(crate) fn read_context(e: &Element) -> Result<Context, ParseError> {
     Ok(Context {
         id: required_id(e, "context")?,
         name: opt_string(e, "name"),
     })
 }
 
-pub(crate) fn read_user(e: &Element) -> Result<User, String> {
+pub(crate) fn read_user(e: &Element) -> Result<User, ParseError> {
     Ok(User {
         id: required_id(e, "user")?,
         name: opt_string(e, "name"),
@@ -612,7 +649,7 @@ pub(crate) fn read_user(e: &Element) -> Result<User, String> {
     })
 }
 
-pub(crate) fn read_group(e: &Element) -> Result<Group, String> {
+pub(crate) fn read_group(e: &Element) -> Result<Group, ParseError> {
     Ok(Group {
         id: required_id(e, "group")?,
         name: opt_string(e, "name"),
@@ -624,8 +661,8 @@ pub(crate) fn read_group(e: &Element) -> Result<Group, String> {
     })
 }
 
-pub(crate) fn read_account(e: &Element) -> Result<SecondaryAccount, String> {
-    let opt_number = |field: &str| -> Result<Option<u32>, String> {
+pub(crate) fn read_account(e: &Element) -> Result<SecondaryAccount, ParseError> {
+    let opt_number = |field: &str| -> Result<Option<u32>, ParseError> {
         e.field(field)
             .map(|t| number(t, &format!("the account's {field}")))
             .transpose()
@@ -685,6 +722,57 @@ mod tests {
         assert!(!err.to_string().contains("hunter2"), "{err}");
     }
 
+    fn answered(status: u16, body: &str) -> ActionError {
+        let url = Url::parse("http://ox.example/webservices/OXUserService").unwrap();
+        let status = reqwest::StatusCode::from_u16(status).unwrap();
+        let e = read_response("OXUserService.change".into(), &url, status, body.as_bytes())
+            .unwrap_err();
+        let text = e.to_string();
+        let action = ActionError::from(e);
+        assert_eq!(action.to_string(), text, "the message is kept");
+        action
+    }
+
+    fn fault(faultstring: &str, exception: &str) -> String {
+        format!(
+            r#"<soap:Envelope xmlns:soap="http://schemas.xmlsoap.org/soap/envelope/"><soap:Body><soap:Fault><faultcode>soap:Server</faultcode><faultstring>{faultstring}</faultstring><detail><{exception} xmlns="http://soap.admin.openexchange.com"/></detail></soap:Fault></soap:Body></soap:Envelope>"#
+        )
+    }
+
+    #[test]
+    fn ox_answers_become_the_action_error_that_says_what_happened() {
+        let auth = fault(
+            "Authentication failed; exceptionId 1-2",
+            "InvalidCredentialsException",
+        );
+        assert!(matches!(answered(500, &auth), ActionError::Refused(_)));
+        let disabled = fault(
+            "Changing username is disabled!; exceptionId 1-3",
+            "InvalidDataException",
+        );
+        assert!(matches!(answered(500, &disabled), ActionError::Refused(_)));
+        let missing = fault(
+            "No such user 99 in context 1; exceptionId 1-4",
+            "NoSuchUserException",
+        );
+        assert!(matches!(answered(500, &missing), ActionError::NotFound(_)));
+        let other = fault("SQL problem; exceptionId 1-5", "StorageException");
+        assert!(matches!(answered(500, &other), ActionError::Failed(_)));
+        assert!(matches!(
+            answered(403, "<html>forbidden</html>"),
+            ActionError::Refused(_)
+        ));
+        assert!(matches!(
+            answered(503, "<html>down</html>"),
+            ActionError::Unavailable(_)
+        ));
+        let unreadable = answered(200, "<html>not SOAP</html>");
+        assert!(
+            matches!(unreadable, ActionError::InvalidAnswer(_)),
+            "{unreadable:?}"
+        );
+    }
+
     #[test]
     fn data_objects_are_read_from_direct_children() {
         let root = soap::parse(
@@ -696,7 +784,7 @@ mod tests {
         assert_eq!(g.name.as_deref(), Some("Staff"));
         assert_eq!(g.members, [3, 4]);
         let bad = soap::parse(br#"<return><id>x</id></return>"#).unwrap();
-        assert!(read_user(&bad).unwrap_err().contains("not a number"));
+        assert!(read_user(&bad).unwrap_err().0.contains("not a number"));
         let none = soap::parse(br#"<return><name>a</name></return>"#).unwrap();
         assert!(read_context(&none).is_err());
     }

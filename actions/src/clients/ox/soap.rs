@@ -219,9 +219,17 @@ impl Element {
 /// is refused before its tree (built and dropped recursively) could exhaust a worker's stack.
 pub const MAX_DEPTH: usize = 64;
 
+/// Why a document cannot be read as an answer: not UTF-8, not well-formed XML, deeper than
+/// [`MAX_DEPTH`], not a SOAP envelope, or a data object without a field it needs. The message
+/// says what and where; the client reports it as an unexpected answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ParseError(pub String);
+
 /// Parses a document into its root element.
-pub fn parse(xml: &[u8]) -> Result<Element, String> {
-    let text = std::str::from_utf8(xml).map_err(|e| format!("the answer is not UTF-8: {e}"))?;
+pub fn parse(xml: &[u8]) -> Result<Element, ParseError> {
+    let text = std::str::from_utf8(xml)
+        .map_err(|e| ParseError(format!("the answer is not UTF-8: {e}")))?;
     let mut reader = NsReader::from_str(text);
     let mut stack: Vec<Element> = Vec::new();
     let mut root: Option<Element> = None;
@@ -229,23 +237,23 @@ pub fn parse(xml: &[u8]) -> Result<Element, String> {
         let position = reader.buffer_position();
         let (resolved, event) = reader
             .read_resolved_event()
-            .map_err(|e| format!("not well-formed XML after byte {position}: {e}"))?;
+            .map_err(|e| ParseError(format!("not well-formed XML after byte {position}: {e}")))?;
         let ns = match resolved {
             ResolveResult::Bound(ns) => Some(String::from_utf8_lossy(ns.as_ref()).into_owned()),
             ResolveResult::Unbound => None,
             ResolveResult::Unknown(prefix) => {
-                return Err(format!(
+                return Err(ParseError(format!(
                     "undeclared namespace prefix {:?}",
                     String::from_utf8_lossy(&prefix)
-                ));
+                )));
             }
         };
         match event {
             Event::Start(start) => {
                 if stack.len() >= MAX_DEPTH {
-                    return Err(format!(
+                    return Err(ParseError(format!(
                         "elements nested more than {MAX_DEPTH} deep after byte {position}"
-                    ));
+                    )));
                 }
                 stack.push(open(&reader, &start, ns)?);
             }
@@ -256,27 +264,33 @@ pub fn parse(xml: &[u8]) -> Result<Element, String> {
             Event::End(_) => {
                 let element = stack
                     .pop()
-                    .ok_or_else(|| "an end tag without a start tag".to_string())?;
+                    .ok_or_else(|| ParseError("an end tag without a start tag".to_string()))?;
                 attach(&mut stack, &mut root, element)?;
             }
             Event::Text(t) => {
-                let content = t.xml10_content().map_err(|e| format!("bad text: {e}"))?;
+                let content = t
+                    .xml10_content()
+                    .map_err(|e| ParseError(format!("bad text: {e}")))?;
                 push_text(&mut stack, &content)?;
             }
             Event::CData(t) => {
-                let content = t.xml10_content().map_err(|e| format!("bad CDATA: {e}"))?;
+                let content = t
+                    .xml10_content()
+                    .map_err(|e| ParseError(format!("bad CDATA: {e}")))?;
                 push_text(&mut stack, &content)?;
             }
             Event::GeneralRef(r) => {
                 let resolved = match r.resolve_char_ref() {
                     Ok(Some(c)) => c.to_string(),
                     Ok(None) => {
-                        let name = r.decode().map_err(|e| format!("bad entity: {e}"))?;
+                        let name = r
+                            .decode()
+                            .map_err(|e| ParseError(format!("bad entity: {e}")))?;
                         resolve_predefined_entity(&name)
-                            .ok_or_else(|| format!("unknown entity &{name};"))?
+                            .ok_or_else(|| ParseError(format!("unknown entity &{name};")))?
                             .to_string()
                     }
-                    Err(e) => return Err(format!("bad character reference: {e}")),
+                    Err(e) => return Err(ParseError(format!("bad character reference: {e}"))),
                 };
                 push_text(&mut stack, &resolved)?;
             }
@@ -285,19 +299,21 @@ pub fn parse(xml: &[u8]) -> Result<Element, String> {
         }
     }
     if !stack.is_empty() {
-        return Err("the document ends inside an element".to_string());
+        return Err(ParseError(
+            "the document ends inside an element".to_string(),
+        ));
     }
-    root.ok_or_else(|| "the answer holds no XML element".to_string())
+    root.ok_or_else(|| ParseError("the answer holds no XML element".to_string()))
 }
 
-fn push_text(stack: &mut [Element], content: &str) -> Result<(), String> {
+fn push_text(stack: &mut [Element], content: &str) -> Result<(), ParseError> {
     match stack.last_mut() {
         Some(top) => {
             top.text.push_str(content);
             Ok(())
         }
         None if content.trim().is_empty() => Ok(()),
-        None => Err("text outside the root element".to_string()),
+        None => Err(ParseError("text outside the root element".to_string())),
     }
 }
 
@@ -305,11 +321,11 @@ fn open(
     reader: &NsReader<&[u8]>,
     start: &BytesStart<'_>,
     ns: Option<String>,
-) -> Result<Element, String> {
+) -> Result<Element, ParseError> {
     let name = String::from_utf8_lossy(start.local_name().as_ref()).into_owned();
     let mut nil = false;
     for attr in start.attributes() {
-        let attr = attr.map_err(|e| format!("bad attribute on <{name}>: {e}"))?;
+        let attr = attr.map_err(|e| ParseError(format!("bad attribute on <{name}>: {e}")))?;
         let (attr_ns, local) = reader.resolve_attribute(attr.key);
         if let ResolveResult::Bound(attr_ns) = attr_ns
             && attr_ns.as_ref() == XSI.as_bytes()
@@ -331,7 +347,7 @@ fn attach(
     stack: &mut [Element],
     root: &mut Option<Element>,
     element: Element,
-) -> Result<(), String> {
+) -> Result<(), ParseError> {
     if let Some(parent) = stack.last_mut() {
         parent.children.push(element);
         Ok(())
@@ -339,7 +355,7 @@ fn attach(
         *root = Some(element);
         Ok(())
     } else {
-        Err("more than one root element".to_string())
+        Err(ParseError("more than one root element".to_string()))
     }
 }
 
@@ -396,20 +412,20 @@ pub enum Answer {
 
 /// Reads an answer document: its Body's fault, or the `<return>` elements of its response
 /// wrapper.
-pub fn read_answer(xml: &[u8]) -> Result<Answer, String> {
+pub fn read_answer(xml: &[u8]) -> Result<Answer, ParseError> {
     let root = parse(xml)?;
     if !root.is(SOAP_ENV, "Envelope") {
-        return Err(format!(
+        return Err(ParseError(format!(
             "not a SOAP 1.1 envelope: the root element is {{{}}}{}",
             root.ns.as_deref().unwrap_or(""),
             root.name
-        ));
+        )));
     }
     let body = root
         .children
         .into_iter()
         .find(|c| c.is(SOAP_ENV, "Body"))
-        .ok_or_else(|| "the envelope has no Body".to_string())?;
+        .ok_or_else(|| ParseError("the envelope has no Body".to_string()))?;
     let Some(first) = body.children.into_iter().next() else {
         return Ok(Answer::Returns(Vec::new()));
     };
@@ -431,10 +447,10 @@ pub fn read_answer(xml: &[u8]) -> Result<Answer, String> {
         }));
     }
     if !first.name.ends_with("Response") {
-        return Err(format!(
+        return Err(ParseError(format!(
             "the Body holds <{}> where a response or a fault belongs",
             first.name
-        ));
+        )));
     }
     Ok(Answer::Returns(
         first
@@ -456,7 +472,7 @@ mod tests {
         assert!(parse(nested(MAX_DEPTH).as_bytes()).is_ok());
         // 200,000 deep: built and dropped recursively, this tree would overflow the stack.
         let err = parse(nested(200_000).as_bytes()).unwrap_err();
-        assert!(err.contains("nested more than 64 deep"), "{err}");
+        assert!(err.0.contains("nested more than 64 deep"), "{err}");
     }
 
     #[test]

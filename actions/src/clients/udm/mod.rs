@@ -14,6 +14,7 @@
 //! the server's view of the host and path prefix, which behind a proxy need not be the base
 //! the client was configured with.
 
+pub mod bulk;
 pub mod filter;
 
 use std::time::Duration;
@@ -22,7 +23,7 @@ use reqwest::{Method, StatusCode, Url};
 use serde_json::{Map, Value, json};
 
 use crate::action::{ActionError, SecretValue};
-use crate::clients::http::{FullResponse, HttpApi};
+use crate::clients::http::{FullResponse, HttpApi, api_url};
 
 pub use filter::{Filter, escape_value};
 
@@ -34,6 +35,19 @@ pub const DEFAULT_MAX_RETRIES: u32 = 5;
 
 /// The longest wait between two tries by default, whatever `Retry-After` says.
 pub const DEFAULT_MAX_RETRY_DELAY: Duration = Duration::from_secs(30);
+
+/// The UDM module of the Functional Accounts.
+pub const FUNCTIONAL_ACCOUNT: &str = "oxmail/functional_account";
+/// The UDM module of the Shared Accounts.
+pub const SHARED_ACCOUNT: &str = "oxmail/shared_account";
+/// The UDM module of the Shared Account permissions.
+pub const PERMISSION: &str = "oxmail/shared_account_permission";
+/// The UDM module of the users.
+pub const USER: &str = "users/user";
+/// The UDM module of the groups.
+pub const GROUP: &str = "groups/group";
+/// How many values one `(|(...)(...))` search filter carries.
+pub const SEARCH_CHUNK: usize = 100;
 
 /// One problem the server located in a request (an entry of `_embedded["udm:error"]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -274,8 +288,25 @@ impl EndsWithStrs for Vec<String> {
 }
 
 impl From<UdmError> for ActionError {
+    /// By what happened: no answer or `503` on every try is [`ActionError::Unavailable`],
+    /// `401`/`403` and a refused content (`400`/`422`) [`ActionError::Refused`], `404`
+    /// [`ActionError::NotFound`], `412` [`ActionError::Conflict`], an unreadable success
+    /// answer [`ActionError::InvalidAnswer`]; the message is the UDM error's.
     fn from(e: UdmError) -> Self {
-        ActionError::Failed(e.to_string())
+        let message = e.to_string();
+        match e {
+            UdmError::Transport(_) | UdmError::Unavailable { .. } => {
+                ActionError::Unavailable(message)
+            }
+            UdmError::Unauthorized { .. }
+            | UdmError::Forbidden { .. }
+            | UdmError::Rejected { .. } => ActionError::Refused(message),
+            UdmError::NotFound { .. } => ActionError::NotFound(message),
+            UdmError::PreconditionFailed { .. } => ActionError::Conflict(message),
+            UdmError::Malformed { .. } => ActionError::InvalidAnswer(message),
+            UdmError::Unexpected { status, .. } => ActionError::for_status(status, message),
+            UdmError::InvalidUrl { .. } => ActionError::Failed(message),
+        }
     }
 }
 
@@ -439,12 +470,7 @@ impl UdmClient {
         password: SecretValue,
         timeout: Duration,
     ) -> Result<Self, UdmError> {
-        // A base without its trailing slash would lose its last segment in joins.
-        let normalized = if base_url.ends_with('/') {
-            base_url.to_string()
-        } else {
-            format!("{base_url}/")
-        };
+        let normalized = Self::check_url(base_url)?;
         let api =
             HttpApi::new(API_NAME, &normalized, username, password, timeout).map_err(|e| {
                 UdmError::InvalidUrl {
@@ -457,6 +483,22 @@ impl UdmClient {
             max_retries: DEFAULT_MAX_RETRIES,
             max_retry_delay: DEFAULT_MAX_RETRY_DELAY,
         })
+    }
+
+    /// The base URL a client of `base_url` uses (with a trailing slash: without it, the last
+    /// segment would be lost in joins), or why it cannot be used. Validating a config calls it
+    /// without building a client.
+    pub fn check_url(base_url: &str) -> Result<String, UdmError> {
+        let normalized = if base_url.ends_with('/') {
+            base_url.to_string()
+        } else {
+            format!("{base_url}/")
+        };
+        api_url(API_NAME, &normalized).map_err(|e| UdmError::InvalidUrl {
+            url: base_url.to_string(),
+            reason: e.to_string(),
+        })?;
+        Ok(normalized)
     }
 
     /// Changes how often a `503` is retried and the longest wait between tries.
@@ -962,6 +1004,50 @@ mod tests {
         assert!(error.is_located_at(&["properties", "null"]));
         assert!(!error.is_located_at(&["properties", "mailPrimaryAddress"]));
         assert!(!error.is_located_at(&["a", "b", "c", "d"]));
+    }
+
+    fn answer(status: u16, body: &str) -> FullResponse {
+        FullResponse {
+            status: StatusCode::from_u16(status).unwrap_or_else(|e| panic!("{e}")),
+            headers: reqwest::header::HeaderMap::new(),
+            body: body.to_string(),
+        }
+    }
+
+    #[test]
+    fn udm_answers_become_the_action_error_that_says_what_happened() {
+        let c = client();
+        let what = "checking access (GET x)";
+        let error = |status: u16, body: &str| {
+            let e = c
+                .read_access(what, &answer(status, body))
+                .err()
+                .unwrap_or_else(|| panic!("{status} is an error answer"));
+            let text = e.to_string();
+            let action = ActionError::from(e);
+            assert_eq!(action.to_string(), text, "the message is kept");
+            action
+        };
+        let envelope = r#"{"error": {"message": "no"}}"#;
+        assert!(matches!(error(401, ""), ActionError::Refused(_)));
+        assert!(matches!(error(403, envelope), ActionError::Refused(_)));
+        assert!(matches!(error(422, envelope), ActionError::Refused(_)));
+        assert!(matches!(error(404, envelope), ActionError::NotFound(_)));
+        assert!(matches!(error(412, envelope), ActionError::Conflict(_)));
+        assert!(matches!(error(409, envelope), ActionError::Conflict(_)));
+        assert!(matches!(
+            error(502, "bad gateway"),
+            ActionError::Unavailable(_)
+        ));
+        assert!(matches!(error(500, envelope), ActionError::Failed(_)));
+        assert!(matches!(
+            error(200, "<html>not json</html>"),
+            ActionError::InvalidAnswer(_)
+        ));
+        assert!(matches!(
+            ActionError::from(UdmError::Transport("GET x: could not connect".into())),
+            ActionError::Unavailable(_)
+        ));
     }
 
     #[test]

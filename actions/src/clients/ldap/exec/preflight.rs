@@ -16,6 +16,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 
 use super::{CommandOutput, CommandRunner, ExecDirectory, KubeExec, failure, ldapsearch};
+use crate::action::ActionError;
 use crate::clients::ldap::LdapError;
 use crate::text::one_line;
 
@@ -148,6 +149,25 @@ pub enum ExecProblem {
         /// What to do about it (`: set ldap.baseDn ...`), or empty.
         hint: String,
     },
+}
+
+impl From<ExecProblem> for ActionError {
+    /// By what the proof found: the pod or its container missing [`ActionError::NotFound`],
+    /// the operator not allowed to read the pod or exec into it [`ActionError::Refused`],
+    /// anything else (not running, the access review or the search failing)
+    /// [`ActionError::Failed`]. The message is the problem's.
+    fn from(problem: ExecProblem) -> Self {
+        let message = problem.to_string();
+        match problem {
+            ExecProblem::PodNotFound { .. } | ExecProblem::ContainerMissing { .. } => {
+                ActionError::NotFound(message)
+            }
+            ExecProblem::PodForbidden { .. } | ExecProblem::ExecForbidden { .. } => {
+                ActionError::Refused(message)
+            }
+            _ => ActionError::Failed(message),
+        }
+    }
 }
 
 impl ExecTarget {
