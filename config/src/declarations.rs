@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 use crate::fingerprint::{ActionDigest, Fingerprint, digest};
 use crate::problems::{Problem, ProblemCode};
 use crate::series::{Release, Series};
-use crate::{Footprint, Stage};
+use crate::vocabulary::{Footprint, Stage};
 
 /// The keys a `versions` mapping must hold, exactly.
 pub const VERSIONS_KEYS: [&str; 3] = ["minimum", "from", "to"];
@@ -237,18 +237,11 @@ impl Declarations {
             }
         }
         for stage in Stage::ALL {
-            let list = optional_list(actions, stage.as_str(), &format!("spec.actions.{stage}"))?;
-            let decls = list
-                .iter()
-                .enumerate()
-                .map(|(index, entry)| read_declaration(stage, index, entry, &mut out.problems))
-                .collect();
-            let list = optional_list(skips, stage.as_str(), &format!("spec.actionsSkip.{stage}"))?;
-            let skip_entries = list
-                .iter()
-                .enumerate()
-                .map(|(index, entry)| read_skip(stage, index, entry, &mut out.problems))
-                .collect();
+            let problems = &mut out.problems;
+            let decls =
+                read_stage_list(actions, "spec.actions", stage, problems, read_declaration)?;
+            let skip_entries =
+                read_stage_list(skips, "spec.actionsSkip", stage, problems, read_skip)?;
             let target = match stage {
                 Stage::Pre => &mut out.pre,
                 Stage::Post => &mut out.post,
@@ -370,6 +363,23 @@ fn optional_object<'a>(
     }
 }
 
+/// The entries of the list of `stage` in `parent` (at `path`, `spec.actions` or
+/// `spec.actionsSkip`), each read with `read`; a missing list has none.
+fn read_stage_list<T>(
+    parent: Option<&Map<String, Value>>,
+    path: &str,
+    stage: Stage,
+    problems: &mut Vec<Problem>,
+    read: fn(Stage, usize, &Value, &mut Vec<Problem>) -> T,
+) -> Result<Vec<T>, ManifestError> {
+    let list = optional_list(parent, stage.as_str(), &format!("{path}.{stage}"))?;
+    Ok(list
+        .iter()
+        .enumerate()
+        .map(|(index, entry)| read(stage, index, entry, problems))
+        .collect())
+}
+
 fn optional_list<'a>(
     parent: Option<&'a Map<String, Value>>,
     key: &str,
@@ -455,28 +465,30 @@ fn read_declaration(
         config: Value::Object(Map::new()),
         digest: digest(entry),
     };
-    let Some(entry) = entry.as_object() else {
+    let missing_id = |problems: &mut Vec<Problem>, message: String| {
         problems.push(Problem::at(
             ProblemCode::MissingId,
             stage,
             index,
             None,
             "id",
-            format!("the entry is {entry}, not a mapping with an id, versions and config"),
+            message,
         ));
+    };
+    let Some(entry) = entry.as_object() else {
+        missing_id(
+            problems,
+            format!("the entry is {entry}, not a mapping with an id, versions and config"),
+        );
         return decl;
     };
     decl.id = match entry.get("id") {
         Some(Value::String(s)) if !s.trim().is_empty() => Some(s.clone()),
         _ => {
-            problems.push(Problem::at(
-                ProblemCode::MissingId,
-                stage,
-                index,
-                None,
-                "id",
-                "the entry has no id: name the action to run, e.g. id: workload_scale",
-            ));
+            missing_id(
+                problems,
+                "the entry has no id: name the action to run, e.g. id: workload_scale".into(),
+            );
             None
         }
     };

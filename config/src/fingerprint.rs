@@ -1,5 +1,5 @@
 //! The fingerprint of one stage's declarations: what a run freezes when it plans, so that it
-//! executes exactly what it planned (SPEC section 5, "a run executes what it planned").
+//! executes exactly what it planned (docs/design.md#a-run-executes-what-it-planned).
 //!
 //! A run of stage S freezes S's `actions` (each declaration's id, tag, runMode, versions and
 //! config, and their order), S's `actionsSkip`, `secretFiles`, `objectStore` and
@@ -13,6 +13,11 @@
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+
+use crate::declarations::Declarations;
+use crate::deployment::Deployment;
+use crate::plan::declared_footprint;
+use crate::vocabulary::{Footprint, Stage};
 
 /// The digest of one frozen part, `sha256:<hex>` of its canonical JSON (keys sorted).
 pub fn digest(value: &Value) -> String {
@@ -196,23 +201,19 @@ pub struct Basis {
     pub last_migrated_release: Option<String>,
     /// The recorded footprints of the stage's tagged declarations (each makes its action skip
     /// as `FootprintRecorded`), sorted.
-    pub footprints: Vec<crate::Footprint>,
+    pub footprints: Vec<Footprint>,
 }
 
 impl Basis {
     /// The basis of a stage's plan: `installedRelease`, the last migrated release and the
     /// footprints of the stage's tagged declarations that `context` records (sorted, once
     /// each).
-    pub fn of(
-        declarations: &crate::Declarations,
-        stage: crate::Stage,
-        context: &crate::Deployment,
-    ) -> Self {
-        let mut footprints: Vec<crate::Footprint> = declarations
+    pub fn of(declarations: &Declarations, stage: Stage, context: &Deployment) -> Self {
+        let mut footprints: Vec<Footprint> = declarations
             .stage(stage)
             .actions
             .iter()
-            .filter_map(|d| crate::plan::declared_footprint(stage, d))
+            .filter_map(|d| declared_footprint(stage, d))
             .filter(|print| context.history.contains(print))
             .collect();
         footprints.sort_by(|a, b| footprint_order(a).cmp(&footprint_order(b)));
@@ -269,7 +270,7 @@ impl Basis {
 
 /// `<stage> <id> <tag> <runMode>` (runMode left out when there is none), as messages and
 /// `status.frozenPlan.footprints` name a footprint.
-pub fn footprint_text(print: &crate::Footprint) -> String {
+pub fn footprint_text(print: &Footprint) -> String {
     let mut out = format!("{} {}", print.stage, print.id);
     for part in [&print.tag, &print.run_mode].into_iter().flatten() {
         out.push(' ');
@@ -278,7 +279,7 @@ pub fn footprint_text(print: &crate::Footprint) -> String {
     out
 }
 
-fn footprint_order(print: &crate::Footprint) -> (crate::Stage, &str, Option<&str>, Option<&str>) {
+fn footprint_order(print: &Footprint) -> (Stage, &str, Option<&str>, Option<&str>) {
     (
         print.stage,
         &print.id,
@@ -335,8 +336,8 @@ mod tests {
     #[test]
     fn the_plan_digest_covers_every_decision_input() {
         let declarations = print(&[("a", json!(1))], ["r", "s", "o", "k"]);
-        let foot = |id: &str, tag: &str| crate::Footprint {
-            stage: crate::Stage::Pre,
+        let foot = |id: &str, tag: &str| Footprint {
+            stage: Stage::Pre,
             id: id.into(),
             tag: Some(tag.into()),
             run_mode: None,

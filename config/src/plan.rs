@@ -1,9 +1,11 @@
-//! The planning decision per declared action (SPEC 4.3).
+//! The planning decision per declared action (docs/design.md#planning).
 
 use serde::Serialize;
 
 use crate::declarations::{Declaration, Declarations, StageDeclarations};
-use crate::{Deployment, Footprint, Stage, Window};
+use crate::deployment::Deployment;
+use crate::series::Window;
+use crate::vocabulary::{Footprint, Stage};
 
 /// Whether a declared action runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -1,9 +1,9 @@
-//! Declaration problems and warnings, with the codes of SPEC 6a.
+//! Declaration problems and warnings, with their codes (docs/design.md#problem-codes-and-reasons).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::Stage;
+use crate::vocabulary::Stage;
 
 /// What is wrong with a declaration. Every code fails validation.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]

@@ -1,4 +1,4 @@
-//! Release series and deployed releases (SPEC 4.1).
+//! Release series and deployed releases (docs/design.md#release-series).
 //!
 //! A *series* is what a declaration's `versions` bound names: `v1` (every release of major 1),
 //! `v1.17` (every release of 1.17) or `v1.17.2` (that one release). A *release* is a concrete

@@ -1,9 +1,10 @@
-//! Validation of both stages, collecting every problem (SPEC 4.2).
+//! Validation of both stages, collecting every problem (docs/design.md#validation).
 
 use crate::declarations::{Declarations, StageDeclarations};
+use crate::deployment::Deployment;
 use crate::plan::opted_out;
 use crate::problems::{Problem, ProblemCode, Warning, WarningCode};
-use crate::{ActionCatalog, Deployment, HandoverRole, Needs, Stage};
+use crate::vocabulary::{ActionCatalog, HandoverRole, Needs, Stage};
 
 /// Everything validation found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -395,7 +396,7 @@ fn check_needs(
 }
 
 /// Spec fields first, then per stage the actions and then the opt-outs, each by index.
-fn document_order<C>(f: &crate::Finding<C>) -> (Option<Stage>, bool, Option<usize>) {
+fn document_order<C>(f: &crate::problems::Finding<C>) -> (Option<Stage>, bool, Option<usize>) {
     let skip = f
         .field
         .as_deref()

@@ -1,8 +1,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! Property tests of the declaration reader, validator and planner (SPEC 9: "fuzz the
-//! declaration validator"): arbitrary JSON never panics, and generated specs — a mix of valid
-//! and broken declarations of both stages — produce exactly the problems an independent
-//! oracle expects, located at the right entry, and plans that follow SPEC 4.3.
+//! Property tests of the declaration reader, validator and planner (docs/design.md#reliability:
+//! the declaration validator is fuzzed): arbitrary JSON never panics, and generated specs — a mix
+//! of valid and broken declarations of both stages — produce exactly the problems an independent
+//! oracle expects, located at the right entry, and plans that follow docs/design.md#planning.
 
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
@@ -452,8 +452,9 @@ fn without_duplicate_footprints(entries: Vec<Entry>) -> Vec<Entry> {
     kept
 }
 
-/// What SPEC 4.2 says validation reports for the generated spec, computed without the crate's
-/// validator (the release-series arithmetic of `Series` is trusted: it has its own tests).
+/// What docs/design.md#validation says validation reports for the generated spec, computed without
+/// the crate's validator (the release-series arithmetic of `Series` is trusted: it has its own
+/// tests).
 fn oracle(g: &Generated) -> Vec<Key> {
     use ProblemCode::*;
     let last = g.last.map(|l| Release::parse(l).expect("a release"));
@@ -565,7 +566,7 @@ fn oracle(g: &Generated) -> Vec<Key> {
     out
 }
 
-/// What SPEC 4.3 says the planner decides for a valid spec.
+/// What docs/design.md#planning says the planner decides for a valid spec.
 fn expected_plan(g: &Generated, stage: Stage) -> Vec<(usize, String, Decision, Reason)> {
     let context = g.context();
     g.entries(stage)

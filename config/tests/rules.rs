@@ -1,6 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! Every validation rule, problem and warning code (SPEC 4.2, 6a) and every planning reason
-//! (SPEC 4.3, 6a), through the crate's public API, with a small fake action catalog.
+//! Every validation rule (docs/design.md#validation), problem and warning code and every planning
+//! reason (docs/design.md#problem-codes-and-reasons, docs/design.md#planning), through the crate's
+//! public API, with a small fake action catalog.
 //!
 //! Findings are compared as exact lists of `(code, stage, index, id, field)`, so a test fails
 //! both when a finding is missing and when an unexpected one appears.

@@ -135,22 +135,16 @@ fn finish_schema(schema: &mut JSONSchemaProps) {
 /// The current CRDs: every served version of `Migration` and `MigrationRun`, storing `v1beta1`.
 pub fn crds() -> Result<Vec<CustomResourceDefinition>, GenerateError> {
     let crds = vec![
-        merge_crds(
+        merged(
+            "Migration",
             vec![v1alpha1::Migration::crd(), v1beta1::Migration::crd()],
             STORAGE_VERSION,
-        )
-        .map_err(|source| GenerateError::Merge {
-            kind: "Migration",
-            source,
-        })?,
-        merge_crds(
+        )?,
+        merged(
+            "MigrationRun",
             vec![v1alpha1::MigrationRun::crd(), v1beta1::MigrationRun::crd()],
             STORAGE_VERSION,
-        )
-        .map_err(|source| GenerateError::Merge {
-            kind: "MigrationRun",
-            source,
-        })?,
+        )?,
     ];
     Ok(crds.into_iter().map(finish).collect())
 }
@@ -159,19 +153,22 @@ pub fn crds() -> Result<Vec<CustomResourceDefinition>, GenerateError> {
 /// reproduce, against a real API server, a cluster that still stores `v1alpha1` objects.
 pub fn v1alpha1_only_crds() -> Result<Vec<CustomResourceDefinition>, GenerateError> {
     Ok(vec![
-        merge_crds(vec![v1alpha1::Migration::crd()], "v1alpha1").map_err(|source| {
-            GenerateError::Merge {
-                kind: "Migration",
-                source,
-            }
-        })?,
-        merge_crds(vec![v1alpha1::MigrationRun::crd()], "v1alpha1").map_err(|source| {
-            GenerateError::Merge {
-                kind: "MigrationRun",
-                source,
-            }
-        })?,
+        merged("Migration", vec![v1alpha1::Migration::crd()], "v1alpha1")?,
+        merged(
+            "MigrationRun",
+            vec![v1alpha1::MigrationRun::crd()],
+            "v1alpha1",
+        )?,
     ])
+}
+
+/// The versions of one kind's CRD merged into one, storing `storage`.
+fn merged(
+    kind: &'static str,
+    versions: Vec<CustomResourceDefinition>,
+    storage: &str,
+) -> Result<CustomResourceDefinition, GenerateError> {
+    merge_crds(versions, storage).map_err(|source| GenerateError::Merge { kind, source })
 }
 
 /// Renders CRDs as one multi-document YAML stream, each document introduced by `---`.

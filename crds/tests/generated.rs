@@ -1,5 +1,5 @@
 //! The committed CRD manifests are the generated ones, and the generated CRDs keep the
-//! promises of SPEC section 3.
+//! promises of docs/design.md#the-api.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
@@ -125,41 +125,33 @@ fn run_printer_columns() {
 
 #[test]
 fn v1beta1_has_defaulted_fields_v1alpha1_lacks() {
-    let m = crd("Migration");
-    assert!(
-        prop(schema(version(&m, "v1alpha1")), &["spec"])
-            .properties
-            .as_ref()
-            .unwrap()
-            .get("suspend")
-            .is_none()
-    );
-    assert_eq!(
-        prop(schema(version(&m, "v1beta1")), &["spec", "suspend"])
-            .default
-            .as_ref()
-            .map(|d| d.0.clone()),
-        Some(serde_json::json!(false))
-    );
-    let r = crd("MigrationRun");
-    assert!(
-        prop(schema(version(&r, "v1alpha1")), &["spec"])
-            .properties
-            .as_ref()
-            .unwrap()
-            .get("waitTimeoutSeconds")
-            .is_none()
-    );
-    assert_eq!(
-        prop(
-            schema(version(&r, "v1beta1")),
-            &["spec", "waitTimeoutSeconds"]
-        )
-        .default
-        .as_ref()
-        .map(|d| d.0.clone()),
-        Some(serde_json::json!(3600))
-    );
+    for (kind, field, default) in [
+        ("Migration", "suspend", serde_json::json!(false)),
+        (
+            "MigrationRun",
+            "waitTimeoutSeconds",
+            serde_json::json!(3600),
+        ),
+    ] {
+        let c = crd(kind);
+        assert!(
+            prop(schema(version(&c, "v1alpha1")), &["spec"])
+                .properties
+                .as_ref()
+                .unwrap()
+                .get(field)
+                .is_none(),
+            "{kind} v1alpha1 has {field}"
+        );
+        assert_eq!(
+            prop(schema(version(&c, "v1beta1")), &["spec", field])
+                .default
+                .as_ref()
+                .map(|d| d.0.clone()),
+            Some(default),
+            "{kind} v1beta1 {field}"
+        );
+    }
 }
 
 #[test]

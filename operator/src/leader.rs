@@ -1,7 +1,8 @@
-//! Leader election on a `coordination.k8s.io/v1` Lease (SPEC 5), so that two replicas never
-//! run the same stage twice. The leader renews the Lease through `kube-lease-manager`, with a
-//! **renew deadline** around it, as client-go's leader election has; a standby decides itself
-//! when it may take the Lease, as client-go does.
+//! Leader election on a `coordination.k8s.io/v1` Lease
+//! (docs/design.md#restarts-shutdown-and-leadership), so that two replicas never run the same stage
+//! twice. The leader renews the Lease through `kube-lease-manager`, with a **renew deadline**
+//! around it, as client-go's leader election has; a standby decides itself when it may take the
+//! Lease, as client-go does.
 //!
 //! The leader renews the Lease every `renew_every` (5 s by default). A standby reads the Lease
 //! every second and takes it once it is free (released by its holder on shutdown), or once its
@@ -691,22 +692,21 @@ mod tests {
     #[test]
     fn the_renew_deadline_must_end_before_the_lease_and_after_a_renewal() {
         assert_eq!(LeaseTimings::new(15, 10, 5), Ok(LeaseTimings::DEFAULT));
-        assert!(matches!(
-            LeaseTimings::new(15, 15, 5),
-            Err(TimingsError::DeadlineNotBeforeExpiry { .. })
-        ));
-        assert!(matches!(
-            LeaseTimings::new(15, 20, 5),
-            Err(TimingsError::DeadlineNotBeforeExpiry { .. })
-        ));
-        assert!(matches!(
-            LeaseTimings::new(15, 10, 10),
-            Err(TimingsError::RenewalNotBeforeDeadline { .. })
-        ));
-        assert!(matches!(
-            LeaseTimings::new(15, 10, 0),
-            Err(TimingsError::RenewalNotBeforeDeadline { .. })
-        ));
+        let deadline: fn(&TimingsError) -> bool =
+            |e| matches!(e, TimingsError::DeadlineNotBeforeExpiry { .. });
+        let renewal: fn(&TimingsError) -> bool =
+            |e| matches!(e, TimingsError::RenewalNotBeforeDeadline { .. });
+        for (renew_deadline, renew_every, refused_for) in [
+            (15, 5, deadline),
+            (20, 5, deadline),
+            (10, 10, renewal),
+            (10, 0, renewal),
+        ] {
+            let e = LeaseTimings::new(15, renew_deadline, renew_every)
+                .map(drop)
+                .unwrap_err();
+            assert!(refused_for(&e), "{renew_deadline}, {renew_every}: {e:?}");
+        }
         let e = LeaseTimings::new(15, 15, 5)
             .map(drop)
             .unwrap_err()

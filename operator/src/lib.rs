@@ -7,3 +7,5 @@ pub mod leader;
 pub mod metrics;
 pub mod run;
 pub mod serve;
+#[cfg(test)]
+mod testing;

@@ -1,4 +1,4 @@
-//! The operator's Prometheus metrics (SPEC 5, operational surface): runs and actions by
+//! The operator's Prometheus metrics (docs/design.md#operational-surface): runs and actions by
 //! result, action duration, reconcile errors, the number of runs waiting, whether this
 //! replica leads, and since when each unfinished run waits or runs (the chart's
 //! PrometheusRule alerts on these, `deploy/charts/stagehand/templates/prometheusrule.yaml`).

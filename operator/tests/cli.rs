@@ -1,4 +1,5 @@
-//! The offline CLI's contracts (SPEC 6a): exit codes, text and JSON output.
+//! The offline CLI's contracts (docs/design.md#the-command-line, docs/cli.md): exit codes, text and
+//! JSON output.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Write;
@@ -248,10 +249,20 @@ fn below_minimum_is_reported_with_the_rest() {
 /// `v1.18.0`, the second with the runMode `second_run_mode` (`""`: none); its post stage scales
 /// one back up with the same id and tag (the same footprint in another stage).
 fn two_workload_scales(second_run_mode: &str) -> String {
-    let run_mode = if second_run_mode.is_empty() {
-        String::new()
-    } else {
-        format!("        runMode: \"{second_run_mode}\"\n")
+    let scale = |run_mode: &str, kind: &str, name: &str, replicas: u8| {
+        let run_mode = if run_mode.is_empty() {
+            String::new()
+        } else {
+            format!("        runMode: \"{run_mode}\"\n")
+        };
+        format!(
+            r#"      - id: "workload_scale"
+        tag: "v1.18.0"
+{run_mode}        versions: {{minimum: "v1.15", from: "v1.15", to: "v1.17"}}
+        config:
+          workload: {{kind: "{kind}", name: "{name}", replicas: {replicas}}}
+"#
+        )
     };
     format!(
         r#"apiVersion: stagehand.dev/v1beta1
@@ -263,23 +274,11 @@ spec:
   installedRelease: "v1.17.3"
   actions:
     pre:
-      - id: "workload_scale"
-        tag: "v1.18.0"
-        versions: {{minimum: "v1.15", from: "v1.15", to: "v1.17"}}
-        config:
-          workload: {{kind: "StatefulSet", name: "ox-connector", replicas: 0}}
-      - id: "workload_scale"
-        tag: "v1.18.0"
-{run_mode}        versions: {{minimum: "v1.15", from: "v1.15", to: "v1.17"}}
-        config:
-          workload: {{kind: "Deployment", name: "open-xchange", replicas: 0}}
-    post:
-      - id: "workload_scale"
-        tag: "v1.18.0"
-        versions: {{minimum: "v1.15", from: "v1.15", to: "v1.17"}}
-        config:
-          workload: {{kind: "StatefulSet", name: "ox-connector", replicas: 1}}
-"#
+{}{}    post:
+{}"#,
+        scale("", "StatefulSet", "ox-connector", 0),
+        scale(second_run_mode, "Deployment", "open-xchange", 0),
+        scale("", "StatefulSet", "ox-connector", 1),
     )
 }
 
@@ -355,12 +354,18 @@ fn text_errors_name_file_stage_index_id_and_field() {
     );
 }
 
-fn plan(stage: &str, last: Option<&str>) -> (i32, Value) {
-    let mut args = vec!["plan", "-f", EXAMPLE, "--stage", stage, "-o", "json"];
+/// `stagehand plan` of the example's `stage` (for the `last` migrated release), with `extra`.
+fn plan_example(stage: &str, last: Option<&str>, extra: &[&str]) -> Output {
+    let mut args = vec!["plan", "-f", EXAMPLE, "--stage", stage];
     if let Some(l) = last {
         args.extend(["--last-migrated", l]);
     }
-    let out = stagehand(&args);
+    args.extend_from_slice(extra);
+    stagehand(&args)
+}
+
+fn plan(stage: &str, last: Option<&str>) -> (i32, Value) {
+    let out = plan_example(stage, last, &["-o", "json"]);
     (code(&out), json_of(&out))
 }
 
@@ -414,49 +419,36 @@ fn plan_json_follows_the_contract() {
     );
 }
 
+/// Asserts that the example plans every action of both stages with `decision` and `reason`,
+/// in the order declared.
+fn assert_example_decides(pre_last: &str, post_last: &str, decision: &str, reason: &str) {
+    let pre_ids = [
+        "workload_scale",
+        "ox_functional_accounts_export",
+        "ldap_entryuuid_to_object_identifier",
+        "ox_names_to_object_identifier",
+        "provisioning_drop_subscriptions",
+    ];
+    let post_ids = ["ox_shared_accounts_import", "flush_intercom_sessions"];
+    for (stage, last, ids) in [
+        ("pre", pre_last, &pre_ids[..]),
+        ("post", post_last, &post_ids),
+    ] {
+        let (rc, p) = plan(stage, Some(last));
+        assert_eq!(rc, 0, "{stage} {last}");
+        let expected: Vec<_> = ids.iter().map(|id| d(id, decision, reason)).collect();
+        assert_eq!(decisions(&p), expected, "{stage} {last}");
+    }
+}
+
 #[test]
 fn example_decisions_for_v1_17_3_in_window() {
-    let (rc, pre) = plan("pre", Some("v1.17.3"));
-    assert_eq!(rc, 0);
-    assert_eq!(
-        decisions(&pre),
-        [
-            d("workload_scale", "run", "InWindow"),
-            d("ox_functional_accounts_export", "run", "InWindow"),
-            d("ldap_entryuuid_to_object_identifier", "run", "InWindow"),
-            d("ox_names_to_object_identifier", "run", "InWindow"),
-            d("provisioning_drop_subscriptions", "run", "InWindow"),
-        ]
-    );
-    let (_, post) = plan("post", Some("1.17.3"));
-    assert_eq!(
-        decisions(&post),
-        [
-            d("ox_shared_accounts_import", "run", "InWindow"),
-            d("flush_intercom_sessions", "run", "InWindow"),
-        ]
-    );
+    assert_example_decides("v1.17.3", "1.17.3", "run", "InWindow");
 }
 
 #[test]
 fn example_decisions_after_the_upgrade() {
-    let (rc, pre) = plan("pre", Some("v1.18.0"));
-    assert_eq!(rc, 0);
-    assert!(
-        decisions(&pre)
-            .iter()
-            .all(|(_, dec, reason)| dec == "skip" && reason == "OutsideWindow"),
-        "{pre}"
-    );
-    assert_eq!(decisions(&pre).len(), 5);
-    let (_, post) = plan("post", Some("v1.18.0"));
-    assert_eq!(
-        decisions(&post),
-        [
-            d("ox_shared_accounts_import", "skip", "OutsideWindow"),
-            d("flush_intercom_sessions", "skip", "OutsideWindow"),
-        ]
-    );
+    assert_example_decides("v1.18.0", "v1.18.0", "skip", "OutsideWindow");
 }
 
 #[test]
@@ -542,15 +534,7 @@ fn status_history_counts_and_last_migrated_overrides() {
 
 #[test]
 fn plan_text_is_a_table() {
-    let out = stagehand(&[
-        "plan",
-        "-f",
-        EXAMPLE,
-        "--stage",
-        "post",
-        "--last-migrated",
-        "v1.18.0",
-    ]);
+    let out = plan_example("post", Some("v1.18.0"), &[]);
     assert_eq!(code(&out), 0);
     let t = text(&out);
     let lines: Vec<&str> = t.lines().collect();

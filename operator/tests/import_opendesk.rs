@@ -1,7 +1,7 @@
-//! `stagehand import-opendesk` offline (SPEC 6a, 4.5): openDesk's v1.18 values become the
-//! Migration of `deploy/examples/opendesk-v1.18.yaml` (same plan), a `migrations-status`
-//! ConfigMap becomes the ledger (the plan skips exactly its footprints, `FootprintRecorded`),
-//! and every refusal path exits non-zero naming what to do.
+//! `stagehand import-opendesk` offline (docs/design.md#fresh-installations-and-adoption):
+//! openDesk's v1.18 values become the Migration of `deploy/examples/opendesk-v1.18.yaml` (same
+//! plan), a `migrations-status` ConfigMap becomes the ledger (the plan skips exactly its
+//! footprints, `FootprintRecorded`), and every refusal path exits non-zero naming what to do.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::{Command, Output};
@@ -47,6 +47,20 @@ fn tmp(name: &str, text: &str) -> String {
     path.display().to_string()
 }
 
+/// Runs `import-opendesk` of the v1.18 values with the status ConfigMap at `status`.
+fn import_opendesk(status: &str, extra: &[&str]) -> Output {
+    let values = fixture("values-v1.18.yaml");
+    let mut args = vec![
+        "import-opendesk",
+        "--values",
+        &values,
+        "--status-configmap",
+        status,
+    ];
+    args.extend_from_slice(extra);
+    stagehand(&args)
+}
+
 /// Runs the import; asserts exit 0; returns the `-o json` report.
 fn report(args: &[&str]) -> Value {
     let mut all = vec!["import-opendesk", "-o", "json"];
@@ -81,6 +95,29 @@ fn plan(file: &str, stage: &str, extra: &[&str]) -> Value {
     let out = stagehand(&args);
     assert_eq!(code(&out), 0, "{}\n{}", stdout(&out), stderr(&out));
     serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `(id, reason)` of every action of a plan's list of actions, in order.
+fn id_reasons(actions: &Value) -> Vec<(String, String)> {
+    actions
+        .as_array()
+        .unwrap_or_else(|| panic!("not a list of actions: {actions}"))
+        .iter()
+        .map(|a| {
+            (
+                a["id"].as_str().unwrap().to_string(),
+                a["reason"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The reason of every action `stagehand plan` decides for `stage` of the manifest `file`.
+fn planned_reasons(file: &str, stage: &str) -> Vec<String> {
+    id_reasons(&plan(file, stage, &[])["actions"])
+        .into_iter()
+        .map(|(_, reason)| reason)
+        .collect()
 }
 
 /// The Migration as the operator shows it once it mirrored the ledger into its status
@@ -205,19 +242,8 @@ fn a_status_configmap_becomes_the_ledger_and_the_plan_skips_exactly_its_footprin
         );
     }
     let post = plan(&file, "post", &[]);
-    let decisions: Vec<(String, String)> = post["actions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| {
-            (
-                a["id"].as_str().unwrap().into(),
-                a["reason"].as_str().unwrap().into(),
-            )
-        })
-        .collect();
     assert_eq!(
-        decisions,
+        id_reasons(&post["actions"]),
         vec![
             (
                 "ox_shared_accounts_import".into(),
@@ -230,15 +256,7 @@ fn a_status_configmap_becomes_the_ledger_and_the_plan_skips_exactly_its_footprin
 
 #[test]
 fn a_document_layout_with_footprint_pairs_is_placed_on_the_declarations() {
-    let out = stagehand(&[
-        "import-opendesk",
-        "--values",
-        &fixture("values-v1.18.yaml"),
-        "--status-configmap",
-        &fixture("status-document.yaml"),
-        "-o",
-        "json",
-    ]);
+    let out = import_opendesk(&fixture("status-document.yaml"), &["-o", "json"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(
         stderr(&out).contains("one document layout"),
@@ -255,12 +273,7 @@ fn a_document_layout_with_footprint_pairs_is_placed_on_the_declarations() {
         "document.json",
         &with_ledger_as_status(&items[1], &items[0]).to_string(),
     );
-    let reasons: Vec<String> = plan(&file, "pre", &[])["actions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a["reason"].as_str().unwrap().to_string())
-        .collect();
+    let reasons = planned_reasons(&file, "pre");
     // The pre actions tagged v1.18.0 with runMode apply are recorded; the two without a
     // runMode are not.
     assert_eq!(
@@ -298,12 +311,7 @@ fn adoption_by_hand_with_footprint_flags() {
         "by-hand.json",
         &with_ledger_as_status(of_kind(&items, "Migration").unwrap(), ledger).to_string(),
     );
-    let reasons: Vec<String> = plan(&file, "pre", &[])["actions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a["reason"].as_str().unwrap().to_string())
-        .collect();
+    let reasons = planned_reasons(&file, "pre");
     assert_eq!(
         reasons,
         [
@@ -334,13 +342,7 @@ fn adoption_by_hand_with_footprint_flags() {
 }
 
 fn refused(status: &str, want_code: i32, want: &[&str]) -> String {
-    let out = stagehand(&[
-        "import-opendesk",
-        "--values",
-        &fixture("values-v1.18.yaml"),
-        "--status-configmap",
-        &fixture(status),
-    ]);
+    let out = import_opendesk(&fixture(status), &[]);
     assert_eq!(code(&out), want_code, "{status}: {}", stderr(&out));
     assert!(stdout(&out).is_empty(), "{status}: nothing printed");
     for w in want {
@@ -385,13 +387,7 @@ fn what_is_not_understood_is_refused_naming_the_key_and_the_way_by_hand() {
         "not-a-cm.yaml",
         "apiVersion: v1\nkind: Secret\nmetadata: {name: x}\n",
     );
-    let out = stagehand(&[
-        "import-opendesk",
-        "--values",
-        &fixture("values-v1.18.yaml"),
-        "--status-configmap",
-        &not_cm,
-    ]);
+    let out = import_opendesk(&not_cm, &[]);
     assert_eq!(code(&out), 2);
     assert!(stderr(&out).contains("not a ConfigMap"));
 }
@@ -492,13 +488,7 @@ fn values_problems_are_printed_with_the_values_paths_and_nothing_else() {
 
 #[test]
 fn the_yaml_output_is_a_stream_kubectl_applies() {
-    let out = stagehand(&[
-        "import-opendesk",
-        "--values",
-        &fixture("values-v1.18.yaml"),
-        "--status-configmap",
-        &fixture("status-key-per-fact.yaml"),
-    ]);
+    let out = import_opendesk(&fixture("status-key-per-fact.yaml"), &[]);
     assert_eq!(code(&out), 0);
     let docs = yaml_docs(&stdout(&out));
     assert_eq!(
@@ -533,17 +523,7 @@ const LDAP_DEFAULT: [&str; 5] = [
 ];
 
 fn decisions(report: &Value, stage: &str) -> Vec<(String, String)> {
-    report["plan"][stage]
-        .as_array()
-        .unwrap_or_else(|| panic!("no plan of {stage} in {report}"))
-        .iter()
-        .map(|a| {
-            (
-                a["id"].as_str().unwrap().to_string(),
-                a["reason"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
+    id_reasons(&report["plan"][stage])
 }
 
 #[test]
@@ -705,17 +685,10 @@ fn entries_without_a_stage_stand_for_post_declarations_only_once_that_post_stage
 #[test]
 fn a_dry_run_from_files_needs_no_cluster_and_prints_what_the_history_makes_skip() {
     // KUBECONFIG points at nothing (see `stagehand`).
-    let out = stagehand(&[
-        "import-opendesk",
-        "--values",
-        &fixture("values-v1.18.yaml"),
-        "--status-configmap",
+    let out = import_opendesk(
         &fixture("status-key-per-fact.yaml"),
-        "-n",
-        "opendesk",
-        "--dry-run",
-        "--allow-unmatched",
-    ]);
+        &["-n", "opendesk", "--dry-run", "--allow-unmatched"],
+    );
     let err = stderr(&out);
     assert_eq!(code(&out), 0, "{err}");
     assert!(err.contains("dry run offline"), "{err}");
@@ -775,13 +748,7 @@ fn the_ledger_carries_the_gitops_annotations_and_is_printed_apart_from_the_migra
         }
     };
     // YAML: the ledger is its own document, headed by why it never goes into git.
-    let out = stagehand(&[
-        "import-opendesk",
-        "--values",
-        &values,
-        "--status-configmap",
-        &status,
-    ]);
+    let out = import_opendesk(&status, &[]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let text = stdout(&out);
     let docs = yaml_docs(&text);
@@ -796,15 +763,7 @@ fn the_ledger_carries_the_gitops_annotations_and_is_printed_apart_from_the_migra
     let file = std::env::temp_dir()
         .join(format!("stagehand-import-{}", std::process::id()))
         .join("ledger.yaml");
-    let out = stagehand(&[
-        "import-opendesk",
-        "--values",
-        &values,
-        "--status-configmap",
-        &status,
-        "--ledger-file",
-        file.to_str().unwrap(),
-    ]);
+    let out = import_opendesk(&status, &["--ledger-file", file.to_str().unwrap()]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let docs = yaml_docs(&stdout(&out));
     assert_eq!(docs.len(), 1);

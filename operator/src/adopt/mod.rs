@@ -1,9 +1,9 @@
-//! Adopting a running openDesk deployment (SPEC 4.5, 6a `stagehand import-opendesk`), pure:
-//! openDesk's `migrations:` values become a Migration ([`values`]), its `migrations-status`
-//! ConfigMap (or `--installed-release` and `--footprint` flags) becomes the history ledger
-//! ([`status`], written in the one ledger format of [`crate::run::ledger`]) and
-//! `spec.installedRelease`, and the result is validated exactly as `stagehand validate` does.
-//! The command line edge is `crate::cli::import`.
+//! Adopting a running openDesk deployment (docs/design.md#fresh-installations-and-adoption,
+//! docs/adopting-opendesk.md), pure: openDesk's `migrations:` values become a Migration
+//! ([`values`]), its `migrations-status` ConfigMap (or `--installed-release` and `--footprint`
+//! flags) becomes the history ledger ([`status`], written in the one ledger format of
+//! [`crate::run::ledger`]) and `spec.installedRelease`, and the result is validated exactly as
+//! `stagehand validate` does. The command line edge is `crate::cli::import`.
 
 pub mod status;
 pub mod values;
@@ -726,20 +726,25 @@ mod tests {
         .unwrap()
     }
 
-    #[test]
-    fn a_history_becomes_the_ledger_and_installed_release() {
-        let v = values();
-        let s = status(
-            "- {id: ldap_entryuuid_to_object_identifier, stage: pre, tag: v1.18.0, runMode: apply}\n- {id: ox_connector_restart, stage: post, tag: v1.17.0, runMode: default}\n",
-            "1.17.3",
-        );
-        let out = import(&Request {
-            values: Some(&v),
-            name: "opendesk",
+    /// What `import` makes of [`values`] and a status ConfigMap of this history and release.
+    fn import_with_status(name: &str, history: &str, release: &str) -> Imported {
+        let s = status(history, release);
+        import(&Request {
+            values: Some(&values()),
+            name,
             status: Some(&s),
             ..Request::default()
         })
-        .unwrap();
+        .unwrap()
+    }
+
+    #[test]
+    fn a_history_becomes_the_ledger_and_installed_release() {
+        let out = import_with_status(
+            "opendesk",
+            "- {id: ldap_entryuuid_to_object_identifier, stage: pre, tag: v1.18.0, runMode: apply}\n- {id: ox_connector_restart, stage: post, tag: v1.17.0, runMode: default}\n",
+            "1.17.3",
+        );
         assert!(out.is_valid(), "{:?}", out.findings);
         assert_eq!(out.migration["spec"]["installedRelease"], "v1.17.3");
         assert_eq!(out.migration["spec"]["actions"]["post"], json!([]));
@@ -763,18 +768,11 @@ mod tests {
 
     #[test]
     fn entries_without_id_are_placed_on_the_declarations_with_their_pair() {
-        let v = values();
-        let s = status(
+        let out = import_with_status(
+            "opendesk",
             "- {tag: v1.18.0, runMode: apply}\n- {tag: v1.16.0}\n",
             "v1.17.3",
         );
-        let out = import(&Request {
-            values: Some(&v),
-            name: "opendesk",
-            status: Some(&s),
-            ..Request::default()
-        })
-        .unwrap();
         let ledger = out.ledger.unwrap();
         assert_eq!(ledger.footprints.len(), 1);
         assert!(ledger.prints()[0].id == "ldap_entryuuid_to_object_identifier");
@@ -868,14 +866,7 @@ mod tests {
             paths.contains(&"migrations.actions.pre[1].versions.form"),
             "{paths:?}"
         );
-        let s = status("[]", "v1.14.0");
-        let out = import(&Request {
-            values: Some(&values()),
-            name: "od",
-            status: Some(&s),
-            ..Request::default()
-        })
-        .unwrap();
+        let out = import_with_status("od", "[]", "v1.14.0");
         assert!(
             out.findings.iter().any(|f| f.code == "BelowMinimum"),
             "{:?}",

@@ -463,55 +463,48 @@ mod tests {
     #[test]
     fn what_is_not_understood_is_refused_naming_the_key() {
         let refused = |d: BTreeMap<String, String>| read(&d, &[]).unwrap_err();
-        let e = refused(data(&[
-            ("lastMigratedRelease", "v1.17.3"),
-            ("migrations", "x"),
-        ]));
-        assert!(
-            matches!(&e, StatusRefusal::UnknownKey { key, .. } if key == "migrations"),
-            "{e}"
-        );
-        assert!(e.to_string().contains("--footprint"), "{e}");
-        assert!(e.to_string().contains("--installed-release"), "{e}");
-        let e = refused(data(&[("run_3", "done")]));
-        assert!(
-            matches!(&e, StatusRefusal::UnknownKey { key, .. } if key == "run_3"),
-            "{e}"
-        );
-        let e = refused(data(&[("lastMigratedRelease", "latest")]));
-        assert!(matches!(&e, StatusRefusal::BadValue { key, .. } if key == "lastMigratedRelease"));
-        let e = refused(data(&[
-            ("lastMigratedRelease", "v1.17.3"),
-            ("history", "- {id: x, tag: t, when: yesterday}"),
-        ]));
-        assert!(
-            matches!(&e, StatusRefusal::UnknownKey { key, .. } if key == "history[0].when"),
-            "{e}"
-        );
-        let e = refused(data(&[
-            ("lastMigratedRelease", "v1.17.3"),
-            ("history", "- {id: x}"),
-        ]));
-        assert!(
-            matches!(&e, StatusRefusal::BadValue { key, .. } if key == "history[0].tag"),
-            "{e}"
-        );
-        let e = refused(data(&[
-            ("lastMigratedRelease", "v1.17.3"),
-            ("history", "- {tag: 1.18}"),
-        ]));
-        assert!(
-            matches!(&e, StatusRefusal::BadValue { key, .. } if key == "history[0].tag"),
-            "{e}"
-        );
-        let e = refused(data(&[
-            ("lastMigratedRelease", "v1.17.3"),
-            ("history", "x: 1"),
-        ]));
-        assert!(
-            matches!(&e, StatusRefusal::BadValue { key, .. } if key == "history"),
-            "{e}"
-        );
+        let (unknown, bad) = (true, false);
+        let v = "v1.17.3";
+        let h = |history| vec![("lastMigratedRelease", v), ("history", history)];
+        let document = "lastMigratedRelease: v1.17.3\nrun: 3\n";
+        for (entries, is_unknown, expected_key) in [
+            (
+                vec![("lastMigratedRelease", v), ("migrations", "x")],
+                unknown,
+                "migrations",
+            ),
+            (vec![("run_3", "done")], unknown, "run_3"),
+            (
+                vec![("lastMigratedRelease", "latest")],
+                bad,
+                "lastMigratedRelease",
+            ),
+            (
+                h("- {id: x, tag: t, when: yesterday}"),
+                unknown,
+                "history[0].when",
+            ),
+            (h("- {id: x}"), bad, "history[0].tag"),
+            (h("- {tag: 1.18}"), bad, "history[0].tag"),
+            (h("x: 1"), bad, "history"),
+            (
+                vec![("lastStage", "mid"), ("lastMigratedRelease", v)],
+                bad,
+                "lastStage",
+            ),
+            (vec![("notes", "just text")], unknown, "notes"),
+            (vec![("status.yaml", document)], unknown, "status.yaml.run"),
+        ] {
+            let e = refused(data(&entries));
+            let key = match &e {
+                StatusRefusal::UnknownKey { key, .. } if is_unknown => key,
+                StatusRefusal::BadValue { key, .. } if !is_unknown => key,
+                other => panic!("{entries:?}: {other:?}"),
+            };
+            assert_eq!(key, expected_key, "{e}");
+            assert!(e.to_string().contains("--footprint"), "{e}");
+            assert!(e.to_string().contains("--installed-release"), "{e}");
+        }
         assert_eq!(
             read(&data(&[("lastStage", "post")]), &[])
                 .unwrap()
@@ -519,25 +512,10 @@ mod tests {
             None
         );
         let e = refused(data(&[
-            ("lastStage", "mid"),
-            ("lastMigratedRelease", "v1.17.3"),
-        ]));
-        assert!(matches!(&e, StatusRefusal::BadValue { key, .. } if key == "lastStage"));
-        let e = refused(data(&[
-            ("lastMigratedRelease", "v1.17.3"),
-            ("last_migrated_release", "v1.17.3"),
+            ("lastMigratedRelease", v),
+            ("last_migrated_release", v),
         ]));
         assert!(matches!(e, StatusRefusal::BadValue { .. }));
-        let e = refused(data(&[("notes", "just text")]));
-        assert!(matches!(&e, StatusRefusal::UnknownKey { key, .. } if key == "notes"));
-        let e = refused(data(&[(
-            "status.yaml",
-            "lastMigratedRelease: v1.17.3\nrun: 3\n",
-        )]));
-        assert!(
-            matches!(&e, StatusRefusal::UnknownKey { key, .. } if key == "status.yaml.run"),
-            "{e}"
-        );
         assert_eq!(refused(BTreeMap::new()), StatusRefusal::Empty);
         let e = read(
             &data(&[("lastMigratedRelease", "v1.17.3")]),

@@ -218,6 +218,13 @@ fn translate_store(
     let mut out = Map::new();
     let text = |key: &str| store.get(key).and_then(Value::as_str).map(str::trim);
     let flag = |key: &str| store.get(key).and_then(Value::as_bool);
+    // A non-empty string `key` copied to `to`; `false` when it is missing or empty.
+    let copied = |out: &mut Map<String, Value>, key: &str, to: &str| {
+        text(key)
+            .filter(|v| !v.is_empty())
+            .map(|v| out.insert(to.into(), Value::String(v.into())))
+            .is_some()
+    };
     let mut unknown = Vec::new();
     for (key, v) in store {
         if !STORE_KEYS.contains(&key.as_str()) {
@@ -296,18 +303,13 @@ fn translate_store(
             out.insert("endpoint".into(), Value::String(url));
         }
     }
-    match text("bucket").filter(|b| !b.is_empty()) {
-        Some(bucket) => {
-            out.insert("bucket".into(), Value::String(bucket.into()));
-        }
-        None => problem(
+    if !copied(&mut out, "bucket", "bucket") {
+        problem(
             at("bucket"),
             "the bucket is missing: set it to the deployment's migrations bucket (openDesk: \"migrations\")".into(),
-        ),
+        );
     }
-    if let Some(region) = text("region").filter(|r| !r.is_empty()) {
-        out.insert("region".into(), Value::String(region.into()));
-    }
+    copied(&mut out, "region", "region");
     if let Some(path_style) = flag("pathStyle") {
         out.insert("pathStyle".into(), Value::Bool(path_style));
     }
@@ -335,14 +337,11 @@ fn translate_store(
         ),
         (None, None) => {}
     }
-    match text("username").filter(|u| !u.is_empty()) {
-        Some(user) => {
-            out.insert("accessKeyId".into(), Value::String(user.into()));
-        }
-        None => problem(
+    if !copied(&mut out, "username", "accessKeyId") {
+        problem(
             at("username"),
             "the bucket identity's username (the access key id) is missing: set it (openDesk: \"migration_user\")".into(),
-        ),
+        );
     }
     if let Some(seconds) = store.get("requestTimeoutSeconds").and_then(Value::as_u64)
         && seconds != store_timeout_seconds()

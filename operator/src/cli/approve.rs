@@ -14,7 +14,7 @@ use stagehand_crds::unversioned::FrozenPlan;
 use stagehand_crds::{APPROVE_PLAN_ANNOTATION, Approval, MigrationRun};
 
 use super::output::{EXIT_INVALID, EXIT_OK, EXIT_USAGE};
-use super::output::{plan_row, print_plan_rows};
+use super::output::{plan_rows, print_plan_rows};
 use super::wait::{Named, parse_target};
 
 /// `stagehand approve`.
@@ -207,21 +207,7 @@ fn print_plan(name: &str, run: &MigrationRun, digest: &str) {
     if let Some(frozen) = &status.frozen_plan {
         println!("{}", covered(frozen));
     }
-    let rows: Vec<[String; 6]> = status
-        .actions
-        .iter()
-        .map(|a| {
-            plan_row(
-                a.index,
-                &a.id,
-                a.tag.as_deref(),
-                a.run_mode.as_deref(),
-                a.decision,
-                &a.reason,
-            )
-        })
-        .collect();
-    print_plan_rows(&rows);
+    print_plan_rows(&plan_rows(&status.actions));
 }
 
 /// What a plan's digest covers, in one line.

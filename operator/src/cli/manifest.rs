@@ -5,7 +5,12 @@ use std::path::Path;
 
 use serde::Deserialize;
 use serde_json::Value;
-use stagehand_config::{Declarations, Deployment, ManifestError, Recorded, Release, read_manifest};
+use stagehand_actions::Library;
+use stagehand_config::{
+    Declarations, Deployment, ManifestError, Recorded, Release, Report, read_manifest, validate,
+};
+
+use super::output::EXIT_USAGE;
 
 /// Why a manifest could not be read (exit code 2).
 #[derive(Debug, thiserror::Error)]
@@ -71,6 +76,26 @@ pub struct Loaded {
     pub declarations: Declarations,
     /// The deployment context (last migrated release, history).
     pub context: Deployment,
+}
+
+/// [`load`], then the declarations validated against Stagehand's action library, for
+/// `stagehand <command>`: a file it cannot read is said on stderr and answered with exit code
+/// 2 (usage error or unreadable input).
+pub fn load_validated(
+    command: &str,
+    path: &Path,
+    last_migrated: Option<&str>,
+) -> Result<(Loaded, Report), u8> {
+    match load(path, last_migrated) {
+        Ok(loaded) => {
+            let report = validate(&loaded.declarations, &loaded.context, &Library);
+            Ok((loaded, report))
+        }
+        Err(e) => {
+            eprintln!("stagehand {command}: {e}");
+            Err(EXIT_USAGE)
+        }
+    }
 }
 
 /// Reads `path` (`-` for stdin): exactly one Migration among its documents.

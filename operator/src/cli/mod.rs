@@ -1,5 +1,5 @@
-//! The command line (SPEC 6a). Exit codes: 0 success/valid, 1 invalid (or `PENDING`),
-//! 2 usage error or unreadable input.
+//! The command line (docs/design.md#the-command-line, docs/cli.md). Exit codes: 0 success/valid, 1
+//! invalid (or `PENDING`), 2 usage error or unreadable input.
 
 pub mod approve;
 pub mod cluster;

@@ -1,6 +1,7 @@
-//! What every subcommand prints with: the output formats, the exit codes (SPEC 6a: 0 success
-//! or valid, 1 invalid or `PENDING`, 2 usage error or unreadable input) and the printers the
-//! commands share (JSON, validation findings, the plan table).
+//! What every subcommand prints with: the output formats, the exit codes
+//! (docs/design.md#the-command-line: 0 success or valid, 1 invalid or `PENDING`, 2 usage error or
+//! unreadable input) and the printers the commands share (JSON, validation findings, the plan
+//! table).
 
 use clap::ValueEnum;
 use serde::Serialize;
@@ -18,8 +19,17 @@ pub const EXIT_USAGE: u8 = 2;
 pub enum Output {
     /// For people.
     Text,
-    /// The machine-readable contract of SPEC 6a.
+    /// The machine-readable contract of docs/cli.md.
     Json,
+}
+
+/// The exit code of a validation: 0 valid, 1 invalid.
+pub fn exit_code(report: &Report) -> u8 {
+    if report.is_valid() {
+        EXIT_OK
+    } else {
+        EXIT_INVALID
+    }
 }
 
 /// Prints a value as one line of JSON.
@@ -58,41 +68,20 @@ pub fn print_text(file: &str, report: &Report) {
     }
 }
 
-/// One row of the plan table; `decision` is printed as it serializes (`run`, `Skipped`...).
-pub fn plan_row(
-    index: impl ToString,
-    id: &str,
-    tag: Option<&str>,
-    run_mode: Option<&str>,
-    decision: impl serde::Serialize,
-    reason: &str,
-) -> [String; 6] {
-    [
-        index.to_string(),
-        id.to_string(),
-        tag.unwrap_or("-").to_string(),
-        run_mode.unwrap_or("-").to_string(),
-        serde_json::to_value(decision)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default(),
-        reason.to_string(),
-    ]
-}
-
-/// The plan table's rows of planned actions.
-pub fn plan_rows(actions: &[stagehand_config::PlannedAction]) -> Vec<[String; 6]> {
+/// The plan table's rows: per action its index, id, tag, runMode, decision and reason as its
+/// JSON spells them (`-` for no tag or runMode), so that a plan made offline
+/// ([`stagehand_config::PlannedAction`]: `run`, `skip`) and a run's status
+/// ([`stagehand_crds::unversioned::ActionStatus`]: `Run`, `Skipped`...) print alike.
+pub fn plan_rows<A: Serialize>(actions: &[A]) -> Vec<[String; 6]> {
     actions
         .iter()
         .map(|a| {
-            plan_row(
-                a.index,
-                &a.id,
-                a.tag.as_deref(),
-                a.run_mode.as_deref(),
-                a.decision,
-                a.reason.as_str(),
-            )
+            let fields = serde_json::to_value(a).unwrap_or_default();
+            ["index", "id", "tag", "runMode", "decision", "reason"].map(|k| match &fields[k] {
+                serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Null => "-".to_string(),
+                other => other.to_string(),
+            })
         })
         .collect()
 }
@@ -125,4 +114,43 @@ pub fn plan_lines(rows: &[[String; 6]]) -> Vec<String> {
             line.join("  ").trim_end().to_string()
         })
         .collect()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use stagehand_config::{Decision, PlannedAction, Reason};
+    use stagehand_crds::unversioned::ActionStatus;
+
+    #[test]
+    fn planned_and_recorded_actions_make_the_same_rows_but_for_the_decision() {
+        let planned = PlannedAction {
+            index: 3,
+            id: "workload_scale".into(),
+            tag: Some("v1.18.0".into()),
+            run_mode: None,
+            decision: Decision::Skip,
+            reason: Reason::OptedOut,
+            config: serde_json::Value::Null,
+            digest: "sha256:x".into(),
+        };
+        let recorded: ActionStatus = serde_json::from_value(serde_json::json!({
+            "index": 3, "id": "workload_scale", "tag": "v1.18.0", "decision": "Skipped",
+            "reason": "OptedOut", "digest": "sha256:x"
+        }))
+        .unwrap();
+        let row = |decision: &str| {
+            ["3", "workload_scale", "v1.18.0", "-", decision, "OptedOut"].map(String::from)
+        };
+        assert_eq!(plan_rows(&[planned]), [row("skip")]);
+        assert_eq!(plan_rows(&[recorded]), [row("Skipped")]);
+        assert_eq!(
+            plan_lines(&[row("skip")]),
+            [
+                "INDEX  ID              TAG      RUNMODE  DECISION  REASON",
+                "3      workload_scale  v1.18.0  -        skip      OptedOut",
+            ]
+        );
+    }
 }

@@ -3,12 +3,10 @@
 use std::path::Path;
 
 use serde::Serialize;
-use stagehand_actions::Library;
-use stagehand_config::{PlannedAction, Problem, Stage, Warning, plan_stage, validate};
+use stagehand_config::{PlannedAction, Problem, Stage, Warning, plan_stage};
 
-use super::manifest::load;
-use super::output::{EXIT_INVALID, EXIT_OK, EXIT_USAGE, Output};
-use super::output::{plan_rows, print_json, print_plan_rows, print_text};
+use super::manifest::load_validated;
+use super::output::{Output, exit_code, plan_rows, print_json, print_plan_rows, print_text};
 
 /// The JSON contract of `plan -o json`.
 #[derive(Debug, Serialize)]
@@ -30,14 +28,10 @@ pub struct PlanJson<'a> {
 
 /// Runs `plan` and returns the exit code.
 pub fn run(path: &Path, stage: Stage, last_migrated: Option<&str>, output: Output) -> u8 {
-    let loaded = match load(path, last_migrated) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("stagehand plan: {e}");
-            return EXIT_USAGE;
-        }
+    let (loaded, report) = match load_validated("plan", path, last_migrated) {
+        Ok(v) => v,
+        Err(code) => return code,
     };
-    let report = validate(&loaded.declarations, &loaded.context, &Library);
     let actions = if report.is_valid() {
         plan_stage(&loaded.declarations, stage, &loaded.context).actions
     } else {
@@ -73,11 +67,7 @@ pub fn run(path: &Path, stage: Stage, last_migrated: Option<&str>, output: Outpu
             }
         }
     }
-    if report.is_valid() {
-        EXIT_OK
-    } else {
-        EXIT_INVALID
-    }
+    exit_code(&report)
 }
 
 fn print_table(actions: &[PlannedAction]) {

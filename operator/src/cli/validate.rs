@@ -3,11 +3,10 @@
 use std::path::Path;
 
 use serde::Serialize;
-use stagehand_actions::Library;
-use stagehand_config::{Problem, Warning, validate};
+use stagehand_config::{Problem, Warning};
 
-use super::manifest::load;
-use super::output::{EXIT_INVALID, EXIT_OK, EXIT_USAGE, Output, print_json, print_text};
+use super::manifest::load_validated;
+use super::output::{Output, exit_code, print_json, print_text};
 
 /// The JSON contract of `validate -o json`.
 #[derive(Debug, Serialize)]
@@ -22,14 +21,10 @@ pub struct ValidateJson<'a> {
 
 /// Runs `validate` and returns the exit code.
 pub fn run(path: &Path, last_migrated: Option<&str>, output: Output) -> u8 {
-    let loaded = match load(path, last_migrated) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("stagehand validate: {e}");
-            return EXIT_USAGE;
-        }
+    let (loaded, report) = match load_validated("validate", path, last_migrated) {
+        Ok(v) => v,
+        Err(code) => return code,
     };
-    let report = validate(&loaded.declarations, &loaded.context, &Library);
     match output {
         Output::Json => print_json(&ValidateJson {
             valid: report.is_valid(),
@@ -38,9 +33,5 @@ pub fn run(path: &Path, last_migrated: Option<&str>, output: Output) -> u8 {
         }),
         Output::Text => print_text(&loaded.file, &report),
     }
-    if report.is_valid() {
-        EXIT_OK
-    } else {
-        EXIT_INVALID
-    }
+    exit_code(&report)
 }

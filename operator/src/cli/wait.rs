@@ -551,21 +551,10 @@ fn humanize(d: Duration) -> String {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::testing::{condition, migration_run};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
     use k8s_openapi::jiff::Timestamp;
-    use stagehand_crds::MigrationRunSpec;
     use stagehand_crds::unversioned::{ActionStatus, MigrationRunStatus};
-
-    fn condition(t: &str, s: bool, reason: &str, message: &str) -> Condition {
-        Condition {
-            type_: t.into(),
-            status: if s { "True" } else { "False" }.into(),
-            reason: reason.into(),
-            message: message.into(),
-            observed_generation: Some(1),
-            last_transition_time: Time(Timestamp::UNIX_EPOCH),
-        }
-    }
 
     fn run(
         name: &str,
@@ -573,15 +562,7 @@ mod tests {
         observed: Option<i64>,
         conditions: Vec<Condition>,
     ) -> MigrationRun {
-        let mut r = MigrationRun::new(
-            name,
-            MigrationRunSpec {
-                migration_ref: "opendesk".into(),
-                stage,
-                release: "v1.18.0".into(),
-                ..Default::default()
-            },
-        );
+        let mut r = migration_run(name, stage, "v1.18.0");
         r.metadata.generation = Some(1);
         r.status = Some(MigrationRunStatus {
             observed_generation: observed,
@@ -591,13 +572,13 @@ mod tests {
         r
     }
 
+    /// A run the operator has seen (generation 1), with one condition.
+    fn seen(name: &str, stage: Stage, condition: Condition) -> MigrationRun {
+        run(name, stage, Some(1), vec![condition])
+    }
+
     fn ready(name: &str, stage: Stage) -> MigrationRun {
-        run(
-            name,
-            stage,
-            Some(1),
-            vec![condition("Ready", true, "Succeeded", "2/2")],
-        )
+        seen(name, stage, condition("Ready", true, "Succeeded", "2/2"))
     }
 
     #[test]
@@ -618,42 +599,39 @@ mod tests {
 
     #[test]
     fn stalled_fails_with_its_message_and_reconciling_is_pending() {
-        let failed = run(
-            "r",
-            Stage::Pre,
-            Some(1),
-            vec![
-                condition("Ready", false, "Failed", "workload_scale: boom"),
-                condition("Stalled", true, "Failed", "workload_scale: boom"),
-            ],
-        );
-        assert_eq!(
-            verdict(&failed),
-            Verdict::Failed("Failed: workload_scale: boom".into())
-        );
-        let waiting = run(
-            "r",
-            Stage::Post,
-            Some(1),
-            vec![
-                condition("Ready", false, "Waiting", "for the pre run"),
-                condition("Reconciling", true, "Waiting", "for the pre run"),
-            ],
-        );
-        assert_eq!(
-            verdict(&waiting),
-            Verdict::Pending("Waiting: for the pre run".into())
-        );
+        for (stage, second, reason, message, expected) in [
+            (
+                Stage::Pre,
+                "Stalled",
+                "Failed",
+                "workload_scale: boom",
+                Verdict::Failed("Failed: workload_scale: boom".into()),
+            ),
+            (
+                Stage::Post,
+                "Reconciling",
+                "Waiting",
+                "for the pre run",
+                Verdict::Pending("Waiting: for the pre run".into()),
+            ),
+        ] {
+            let r = run(
+                "r",
+                stage,
+                Some(1),
+                vec![
+                    condition("Ready", false, reason, message),
+                    condition(second, true, reason, message),
+                ],
+            );
+            assert_eq!(verdict(&r), expected);
+        }
     }
 
     #[test]
     fn follower_says_each_start_and_end_once() {
-        let mut r = run(
-            "r",
-            Stage::Pre,
-            Some(1),
-            vec![condition("Ready", false, "Running", "action 1/2")],
-        );
+        let running = condition("Ready", false, "Running", "action 1/2");
+        let mut r = seen("r", Stage::Pre, running);
         let action =
             |index: u32, id: &str, decision, started: bool, summary: Option<&str>| ActionStatus {
                 index,
@@ -701,11 +679,10 @@ mod tests {
 
     #[test]
     fn for_release_waits_for_the_newest_run_of_both_stages() {
-        let mut old_failed = run(
+        let mut old_failed = seen(
             "pre-1",
             Stage::Pre,
-            Some(1),
-            vec![condition("Stalled", true, "Failed", "boom")],
+            condition("Stalled", true, "Failed", "boom"),
         );
         old_failed.metadata.creation_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
         let mut pre = ready("pre-2", Stage::Pre);

@@ -58,12 +58,7 @@ pub(super) async fn step(r: &mut Reconcile) -> Step<()> {
     if r.status.actions.iter().any(|a| a.start_time.is_some()) {
         return Ok(ControlFlow::Continue(()));
     }
-    let digest = r
-        .status
-        .frozen_plan
-        .as_ref()
-        .map(|f| f.digest.clone())
-        .unwrap_or_default();
+    let digest = super::freeze::frozen_digest(&r.status);
     let Verdict::Awaiting(message) = check(&r.run, &digest) else {
         return Ok(ControlFlow::Continue(()));
     };

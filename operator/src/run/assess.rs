@@ -2,7 +2,7 @@
 //! declarations valid given it, and did no earlier upgrade stop between its stages? The
 //! decisions are pure functions ([`assess`], the one both controllers use, so that a spec
 //! that cannot be read at all is handled one way; [`history_incomplete`];
-//! [`interrupted_upgrade`]); [`step`] reads the ledger around them.
+//! [`interrupted_upgrade`]); `step` reads the ledger around them.
 
 use std::ops::ControlFlow;
 
@@ -329,26 +329,10 @@ mod tests {
     }
 
     fn pre_run(name: &str, release: &str, ok: Option<bool>) -> MigrationRun {
-        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-        let mut r = MigrationRun::new(
-            name,
-            stagehand_crds::MigrationRunSpec {
-                migration_ref: "opendesk".into(),
-                stage: Stage::Pre,
-                release: release.into(),
-                ..Default::default()
-            },
-        );
+        let mut r = crate::testing::migration_run(name, Stage::Pre, release);
         if let Some(ok) = ok {
             r.status = Some(stagehand_crds::unversioned::MigrationRunStatus {
-                conditions: vec![Condition {
-                    type_: "Succeeded".into(),
-                    status: if ok { "True" } else { "False" }.into(),
-                    reason: "x".into(),
-                    message: String::new(),
-                    observed_generation: None,
-                    last_transition_time: Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
-                }],
+                conditions: vec![crate::testing::condition("Succeeded", ok, "x", "")],
                 ..Default::default()
             });
         }

@@ -1,5 +1,5 @@
-//! kstatus conditions of a MigrationRun (SPEC section 3): `Ready`, `Reconciling`, `Stalled`,
-//! `Succeeded`, written from the first status update on.
+//! kstatus conditions of a MigrationRun (docs/design.md#conditions): `Ready`, `Reconciling`,
+//! `Stalled`, `Succeeded`, written from the first status update on.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;

@@ -1,6 +1,6 @@
 //! Step 7, `finish`: a post run records the release in the ledger (unless it, or the pre
 //! run it followed, ran an action as a dry run), then the run succeeds. A run that ended and
-//! still carries the run finalizer ([`super::finalizer`]) lets it go ([`settled`]).
+//! still carries the run finalizer ([`super::finalizer`]) lets it go (`settled`).
 
 use kube::ResourceExt;
 use kube::runtime::controller::Action as Requeue;

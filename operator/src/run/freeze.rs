@@ -5,7 +5,7 @@
 //! starts (and on resume); for a post run, that the pre stage is still what its pre run
 //! froze. Until its first action starts, a run whose basis changed (the ledger or
 //! `installedRelease` edited) plans again: its plan gets a new digest, which a `Manual` run
-//! needs approved anew. The decisions are pure; [`step`] writes the plan, and takes the run
+//! needs approved anew. The decisions are pure; `step` writes the plan, and takes the run
 //! finalizer ([`super::finalizer`]) before it.
 
 use std::ops::ControlFlow;
@@ -84,6 +84,15 @@ pub fn freeze(
         actions_skip,
     };
     (actions, frozen)
+}
+
+/// The digest of the plan a run froze, `""` before it planned (what an approval must name).
+pub fn frozen_digest(status: &MigrationRunStatus) -> String {
+    status
+        .frozen_plan
+        .as_ref()
+        .map(|f| f.digest.clone())
+        .unwrap_or_default()
 }
 
 /// The fingerprint a run froze, rebuilt from its status; `None` for a run planned before
@@ -278,12 +287,7 @@ pub(super) async fn step(
     } else if let Some(why) = basis_changed(&r.status, &fingerprint, &basis) {
         // Nothing applied yet: the plan is decided again from what is recorded now, under a
         // new digest (an approval of the old one approves nothing).
-        let was = r
-            .status
-            .frozen_plan
-            .as_ref()
-            .map(|f| f.digest.clone())
-            .unwrap_or_default();
+        let was = frozen_digest(&r.status);
         let (actions, frozen) = freeze(&plan, &fingerprint, &basis, migration.metadata.generation);
         let message = format!(
             "planned again before its first action: {why}; its plan is now {} (was {was})",

@@ -1,7 +1,7 @@
 //! Step 1, `gate`: may this run start now? Ordering (a post run after *its* pre run: the
 //! newest pre run of its release created at or before it), exclusivity (one running run per
 //! Migration, the earlier created first), `suspend`, and the wait timeout — decided by pure
-//! functions from the run, its Migration and its sibling runs alone; [`step`] reads them and
+//! functions from the run, its Migration and its sibling runs alone; `step` reads them and
 //! claims the start.
 
 use std::ops::ControlFlow;
@@ -411,7 +411,7 @@ pub(super) async fn step(r: &mut Reconcile) -> Step<Migration> {
 mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-    use stagehand_crds::{MigrationRunSpec, MigrationSpec};
+    use stagehand_crds::MigrationSpec;
 
     fn at(secs: i64) -> Timestamp {
         Timestamp::from_second(1_800_000_000 + secs).unwrap_or(Timestamp::UNIX_EPOCH)
@@ -431,16 +431,8 @@ mod tests {
     }
 
     fn run(name: &str, stage: Stage, created: i64) -> MigrationRun {
-        let mut r = MigrationRun::new(
-            name,
-            MigrationRunSpec {
-                migration_ref: "opendesk".into(),
-                stage,
-                release: "1.18.0".into(),
-                wait_timeout_seconds: 60,
-                ..MigrationRunSpec::default()
-            },
-        );
+        let mut r = crate::testing::migration_run(name, stage, "1.18.0");
+        r.spec.wait_timeout_seconds = 60;
         r.metadata.namespace = Some("ns".into());
         r.metadata.creation_timestamp = Some(Time(at(created)));
         r

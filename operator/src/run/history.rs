@@ -667,45 +667,36 @@ mod tests {
     async fn a_refused_write_names_the_configmap_the_answer_and_what_to_do() {
         let fake = fake();
         let h = history(&fake).await;
-        with(&fake, |f| {
-            f.refuse = Some((
+        for (code, reason, answer, what_to_do) in [
+            (
                 403,
                 "Forbidden",
                 "configmaps \"opendesk-history\" is forbidden: exceeded quota: cms, requested: count/configmaps=1, used: count/configmaps=4, limited: count/configmaps=4",
-            ));
-        });
-        let e = h.prove_writable().await.expect_err("refused");
-        assert!(e.is_refused(), "{e:?}");
-        assert_eq!(
-            e.to_string(),
-            "the operator may not create the history ledger ConfigMap ns/opendesk-history (the API server answered 403 Forbidden: configmaps \"opendesk-history\" is forbidden: exceeded quota: cms, requested: count/configmaps=1, used: count/configmaps=4, limited: count/configmaps=4): a ResourceQuota of namespace ns has no room for it: raise the quota named above (count/configmaps) or remove ConfigMaps it counts, then create a new MigrationRun"
-        );
-
-        with(&fake, |f| {
-            f.refuse = Some((
+                "a ResourceQuota of namespace ns has no room for it: raise the quota named above (count/configmaps) or remove ConfigMaps it counts, then create a new MigrationRun",
+            ),
+            (
                 403,
                 "Forbidden",
                 "configmaps \"opendesk-history\" is forbidden: User \"system:serviceaccount:stagehand:stagehand\" cannot create resource \"configmaps\" in API group \"\" in the namespace \"ns\"",
-            ));
-        });
-        let e = h.prove_writable().await.expect_err("refused");
-        assert!(
-            e.to_string().ends_with(": grant the operator's ServiceAccount get, create and update on configmaps in namespace ns (the chart's Role, docs/deploy.md), then create a new MigrationRun"),
-            "{e}"
-        );
-
-        with(&fake, |f| {
-            f.refuse = Some((
+                "grant the operator's ServiceAccount get, create and update on configmaps in namespace ns (the chart's Role, docs/deploy.md), then create a new MigrationRun",
+            ),
+            (
                 400,
                 "BadRequest",
                 "admission webhook \"policy.example\" denied the request: no",
-            ));
-        });
-        let e = h.prove_writable().await.expect_err("refused");
-        assert!(
-            e.to_string().ends_with(": an admission webhook or policy refused it: let it allow the operator to create this ConfigMap (labels app.kubernetes.io/managed-by=stagehand, stagehand.dev/migration=<migration>), then create a new MigrationRun"),
-            "{e}"
-        );
+                "an admission webhook or policy refused it: let it allow the operator to create this ConfigMap (labels app.kubernetes.io/managed-by=stagehand, stagehand.dev/migration=<migration>), then create a new MigrationRun",
+            ),
+        ] {
+            with(&fake, |f| f.refuse = Some((code, reason, answer)));
+            let e = h.prove_writable().await.expect_err("refused");
+            assert!(e.is_refused(), "{e:?}");
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "the operator may not create the history ledger ConfigMap ns/opendesk-history (the API server answered {code} {reason}: {answer}): {what_to_do}"
+                )
+            );
+        }
 
         // An API server failing for a moment is not a refusal.
         with(&fake, |f| {

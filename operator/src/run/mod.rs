@@ -1,4 +1,5 @@
-//! The run engine (SPEC section 5) and the controllers of `Migration` and `MigrationRun`.
+//! The run engine (docs/design.md#the-run-engine) and the controllers of `Migration` and
+//! `MigrationRun`.
 //!
 //! A run is a pipeline of named steps, each in its own module: [`gate`] (may it start now),
 //! [`assess`] (history readable and complete, declarations valid), [`freeze`] (the plan frozen

@@ -1,5 +1,5 @@
-//! Stagehand's own CRDs at start-up (SPEC section 3): objects still stored in an old version
-//! are rewritten through the storage version and `storedVersions` is pruned, before the
+//! Stagehand's own CRDs at start-up (docs/design.md#storage-versions): objects still stored in an
+//! old version are rewritten through the storage version and `storedVersions` is pruned, before the
 //! controllers start.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -12,10 +12,11 @@ use tracing::{info, warn};
 /// Stagehand's own CRDs, checked at start-up.
 pub const OWN_CRDS: [&str; 2] = ["migrations.stagehand.dev", "migrationruns.stagehand.dev"];
 
-/// At start-up: when a CRD of Stagehand's still lists a version other than its storage version
-/// in `storedVersions`, rewrites its objects through the storage version and prunes the list
-/// (SPEC section 3). Logs and records an Event of what it did; a failure is logged and leaves
-/// `storedVersions` as it was (the controllers still start: the old objects stay readable).
+/// At start-up: when a CRD of Stagehand's still lists a version other than its storage version in
+/// `storedVersions`, rewrites its objects through the storage version and prunes the list
+/// (docs/design.md#storage-versions). Logs and records an Event of what it did; a failure is logged
+/// and leaves `storedVersions` as it was (the controllers still start: the old objects stay
+/// readable).
 pub async fn migrate_own_crds(client: &Client, recorder: &Recorder) {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for name in OWN_CRDS {

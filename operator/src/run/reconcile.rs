@@ -1,13 +1,13 @@
 //! One reconcile of a MigrationRun, as a short list of named steps, each in the module that
 //! owns its rules:
 //!
-//! [`gate`](super::gate) (may it start now; the claim) → [`assess`](super::assess) (history
+//! [`gate`] (may it start now; the claim) → [`assess`] (history
 //! readable and complete, declarations valid, no interrupted upgrade) →
-//! [`freeze`](super::freeze) (the plan frozen into status on the first pass; on later passes,
-//! the Migration must still declare it) → [`preflight`](super::preflight) (before the first
-//! change) → [`approval`](super::approval) (a `Manual` run's plan approved) →
-//! [`execute`](super::execute) (one action at a time, ledger first) →
-//! [`finish`](super::finish).
+//! [`freeze`] (the plan frozen into status on the first pass; on later passes,
+//! the Migration must still declare it) → [`preflight`] (before the first
+//! change) → [`approval`] (a `Manual` run's plan approved) →
+//! [`execute`] (one action at a time, ledger first) →
+//! [`finish`].
 //!
 //! Each step returns [`Step`]: go on with what it produced, or end this reconcile with a
 //! requeue (the run waits, or ended). This module holds the run being reconciled and how its

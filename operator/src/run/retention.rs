@@ -25,7 +25,7 @@ pub const DEFAULT_RUN_HISTORY_LIMIT: u32 = 10;
 
 /// The finished runs of `migration`'s `stage` beyond the newest `keep` (by creation time,
 /// then name), oldest first, never `finished` itself nor a pre run a post run may still need
-/// ([`awaits_its_post_run`]). `runs` are the runs of the Migration, of both stages.
+/// (`awaits_its_post_run`). `runs` are the runs of the Migration, of both stages.
 pub fn expired<'a>(
     runs: &'a [MigrationRun],
     migration: &str,
@@ -111,33 +111,18 @@ fn parse_time(s: &str) -> Option<k8s_openapi::jiff::Timestamp> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+    use crate::testing::{condition, migration_run};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use k8s_openapi::jiff::Timestamp;
-    use stagehand_crds::MigrationRunSpec;
     use stagehand_crds::unversioned::MigrationRunStatus;
 
     fn run(name: &str, stage: Stage, created: i64, finished: bool) -> MigrationRun {
-        let mut r = MigrationRun::new(
-            name,
-            MigrationRunSpec {
-                migration_ref: "opendesk".into(),
-                stage,
-                release: "v1.18.0".into(),
-                ..Default::default()
-            },
-        );
+        let mut r = migration_run(name, stage, "v1.18.0");
         r.metadata.creation_timestamp = Some(Time(
             Timestamp::from_second(created).unwrap_or(Timestamp::UNIX_EPOCH),
         ));
         let conditions = if finished {
-            vec![Condition {
-                type_: "Succeeded".into(),
-                status: "True".into(),
-                reason: "Succeeded".into(),
-                message: String::new(),
-                observed_generation: Some(1),
-                last_transition_time: Time(Timestamp::UNIX_EPOCH),
-            }]
+            vec![condition("Succeeded", true, "Succeeded", "")]
         } else {
             Vec::new()
         };
@@ -218,16 +203,9 @@ mod tests {
         r
     }
 
-    fn ended(mut r: MigrationRun, status: &str) -> MigrationRun {
+    fn ended(mut r: MigrationRun, succeeded: bool) -> MigrationRun {
         let s = r.status.get_or_insert_with(Default::default);
-        s.conditions = vec![Condition {
-            type_: "Succeeded".into(),
-            status: status.into(),
-            reason: "Failed".into(),
-            message: String::new(),
-            observed_generation: Some(1),
-            last_transition_time: Time(Timestamp::UNIX_EPOCH),
-        }];
+        s.conditions = vec![condition("Succeeded", succeeded, "Failed", "")];
         r
     }
 
@@ -247,7 +225,7 @@ mod tests {
         );
         // A failed post run, or a succeeded one of another release or created before the
         // pre run, does not free it either.
-        runs[2] = ended(run("post", Stage::Post, 105, false), "False");
+        runs[2] = ended(run("post", Stage::Post, 105, false), false);
         runs.push(release(
             run("post-other", Stage::Post, 130, true),
             "v1.19.0",

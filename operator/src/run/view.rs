@@ -6,7 +6,7 @@
 //! reconcile, so a waiting run costs no API request, and a finished run costs nothing: the
 //! controller wakes the run a change unblocks ([`super::gate::unblocked`]) instead of every
 //! waiting run polling. A finished run is neither in the store nor reconciled: the index keeps
-//! of it only what the gate, the retention and the finish step read ([`Ended`], a few hundred
+//! of it only what the gate, the retention and the finish step read (`Ended`, a few hundred
 //! bytes), so memory grows with what runs, not with what exists (measured with
 //! `e2e/bench/operator-scale`, docs/benchmarks.md).
 
