@@ -1,6 +1,6 @@
-//! The kill matrix (SPEC section 9, issue 17): one action run through the operator, the
-//! operator SIGKILLed at one point, a new operator started, and the promise checked on the
-//! servers' own state and request logs.
+//! The kill matrix (docs/reliability.md#the-kill-matrix, issue 17): one action run through the
+//! operator, the operator SIGKILLed at one point, a new operator started, and the promise checked
+//! on the servers' own state and request logs.
 //!
 //! The kill points of one action ([`points`]):
 //! - `planned`: the status write that freezes the plan has been carried out, before the action

@@ -18,7 +18,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
-use stagehand_e2e::{OperatorProcess, TestNamespace, apply, client, install_crds, ok, wait};
+use stagehand_e2e::{Scene, apply, ok, wait};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -129,8 +129,8 @@ fn fixture() -> String {
 
 #[test]
 fn promtool_checks_and_unit_tests_the_chart_rules() {
-    let dir = std::env::temp_dir().join(format!("stagehand-alerts-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scene = Scene::offline();
+    let dir = scene.dir();
     std::fs::write(
         dir.join("rules.yaml"),
         serde_yaml::to_string(&rendered_rules()).unwrap(),
@@ -155,11 +155,11 @@ fn promtool_checks_and_unit_tests_the_chart_rules() {
         .output()
         .unwrap();
     ok("promtool test rules", &test);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn the_rules_and_their_tests_use_only_series_the_operator_exports() {
+    let _scene = Scene::offline();
     let known = shapes(&fixture());
     let names: BTreeSet<&str> = known.iter().map(|(n, _)| n.as_str()).collect();
     // The unit tests' input series: a name and label names of the fixture (plus the
@@ -241,15 +241,12 @@ fn scrape(address: &str) -> String {
 /// with the same labels.
 #[tokio::test]
 async fn the_fixture_is_what_a_running_operator_exports() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "alerts").await;
+    let ns = Scene::cluster("alerts").await;
     let address = {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.local_addr().unwrap().to_string()
     };
-    let operator = OperatorProcess::start_with(
-        &ns.name,
+    let operator = ns.start_operator_with(
         &stagehand_e2e::kubeconfig(),
         &["--metrics-address", &address],
     );

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
-    TestNamespace, client, get, install_crds, kubectl, kubectl_stdin, ok, stagehand, stderr, stdout,
+    Scene, client, get, install_crds, kubectl, kubectl_stdin, ok, stagehand, stderr, stdout,
 };
 
 fn install_current_crds() {
@@ -32,9 +32,8 @@ fn migration(ns: &str, name: &str, version: &str, versions: Value) -> String {
 
 #[tokio::test]
 async fn the_api_server_enforces_the_schema_rules() {
-    let client = client().await;
+    let ns = Scene::cluster_without_crds("schema").await;
     install_current_crds();
-    let ns = TestNamespace::new(&client, "schema").await;
     let good = json!({"minimum": "v1.15", "from": "v1.15", "to": "v1.17"});
 
     // The example of the repository applies as it is.
@@ -182,9 +181,8 @@ async fn applying_the_crds_prints_no_warning() {
 
 #[tokio::test]
 async fn an_object_no_operator_has_seen_reads_back_as_not_observed() {
-    let client = client().await;
+    let ns = Scene::cluster_without_crds("unobserved").await;
     install_current_crds();
-    let ns = TestNamespace::new(&client, "unobserved").await;
     let good = json!({"minimum": "v1.15", "from": "v1.15", "to": "v1.17"});
     ok(
         "apply Migration",

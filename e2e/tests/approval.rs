@@ -16,9 +16,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
-    OperatorProcess, TestNamespace, apply, client, condition, get, install_crds, kubeconfig,
-    kubectl, ok, replicas, running_pods, stagehand_bin, stagehand_stdin, statefulset, stderr,
-    stdout, wait, wait_for,
+    OperatorProcess, Scene, apply, condition, get, kubeconfig, kubectl, ok, replicas, running_pods,
+    stagehand_bin, stagehand_stdin, statefulset, stderr, stdout, wait, wait_for,
 };
 
 /// `stagehand approve ARGS` with `input` on stdin.
@@ -49,9 +48,7 @@ async fn message_contains(ns: &str, what: &str, text: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_manual_run_waits_for_the_approval_of_its_own_plan() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "approval").await;
+    let ns = Scene::cluster("approval").await;
     apply(&statefulset(&ns.name, "ums", 2));
     running_pods(&ns.name, "ums", 2).await;
     apply(
@@ -60,7 +57,7 @@ async fn a_manual_run_waits_for_the_approval_of_its_own_plan() {
             .pre(Action::scale("ums", 0).tag("v1.18.0"))
             .to_yaml(),
     );
-    let _operator = OperatorProcess::start(&ns.name);
+    let _operator = ns.start_operator();
     apply(
         &MigrationRun::new(&ns.name, "pre", "pre")
             .approval("Manual")
@@ -183,9 +180,7 @@ async fn awaiting(ns: &str) -> (OperatorProcess, Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ledger_edited_after_the_approval_makes_the_run_wait_for_its_new_plan() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "approval-ledger").await;
+    let ns = Scene::cluster("approval-ledger").await;
     let (mut operator, run) = awaiting(&ns.name).await;
     let approved = run["status"]["frozenPlan"]["digest"]
         .as_str()
@@ -218,7 +213,7 @@ async fn a_ledger_edited_after_the_approval_makes_the_run_wait_for_its_new_plan(
         "data": {"format": "stagehand.dev/history/v1",
                  "footprint.pre.workload_scale.v1.18.0.": print.to_string()}});
     apply(&ledger.to_string());
-    let _operator = OperatorProcess::start(&ns.name);
+    let _operator = ns.start_operator();
     let run = message_contains(
         &ns.name,
         "migrationrun/pre",
@@ -259,9 +254,7 @@ async fn a_ledger_edited_after_the_approval_makes_the_run_wait_for_its_new_plan(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approve_refuses_a_run_recreated_after_it_was_read() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "approval-recreated").await;
+    let ns = Scene::cluster("approval-recreated").await;
     let (_operator, first) = awaiting(&ns.name).await;
     let first_uid = first["metadata"]["uid"].as_str().unwrap().to_string();
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use stagehand_e2e::{TestNamespace, client, wait_for};
+use stagehand_e2e::{Scene, client, wait_for};
 
 #[tokio::test]
 async fn the_server_is_kubernetes_1_36() {
@@ -24,8 +24,8 @@ async fn the_server_is_kubernetes_1_36() {
 
 #[tokio::test]
 async fn statefulset_pods_run_on_the_fake_node_and_go_away_on_scale_down() {
-    let client = client().await;
-    let ns = TestNamespace::new(&client, "kwok").await;
+    let ns = Scene::cluster_without_crds("kwok").await;
+    let client = ns.client().clone();
     let sts: StatefulSet = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "ox-connector"},
         "spec": {

@@ -25,8 +25,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
-    OperatorProcess, TestNamespace, apply, client, condition, create_secret, get, install_crds,
-    kubectl, ok, reason_becomes, run_with_stdin, wait, wait_for,
+    Scene, apply, condition, create_secret, get, kubectl, ok, reason_becomes, run_with_stdin, wait,
+    wait_for,
 };
 use stagehand_simulators::http::FaultRule;
 use stagehand_simulators::provisioning::{self, ProvisioningConfig, ProvisioningSim};
@@ -283,12 +283,10 @@ async fn every_tool_reports_every_state_as_the_docs_table_says() {
     );
     waiters_bin();
 
-    let client = client().await;
-    install_crds();
+    let idle = Scene::cluster("tools-idle").await;
     let mut objects: BTreeMap<&str, Value> = BTreeMap::new();
 
     // No operator watches this namespace.
-    let idle = TestNamespace::new(&client, "tools-idle").await;
     apply(&adopting(&idle.name, "opendesk").to_yaml());
     apply(&run(&idle.name, "opendesk", "pre", "pre").to_yaml());
     objects.insert(
@@ -300,7 +298,7 @@ async fn every_tool_reports_every_state_as_the_docs_table_says() {
         get(&idle.name, "migration/opendesk"),
     );
 
-    let ns = TestNamespace::new(&client, "tools").await;
+    let ns = Scene::cluster("tools").await;
     let password = format!("prov-{}-S3cret", std::process::id());
     let sim = provisioning::start(ProvisioningConfig::new("admin", &password))
         .await
@@ -326,7 +324,7 @@ async fn every_tool_reports_every_state_as_the_docs_table_says() {
             .method("DELETE")
             .status(400),
     );
-    let _operator = OperatorProcess::start(&ns.name);
+    let _operator = ns.start_operator();
     let n = &ns.name;
     let busy = |second: &str| {
         provisioned(n, "busy", "provisioning")
@@ -601,6 +599,7 @@ fn argocd_testdata_passes() {
 /// docs/gitops.md shows deploy/flux/kustomization.yaml verbatim (the file the test evaluates).
 #[test]
 fn the_docs_show_the_flux_kustomization_that_is_tested() {
+    let _scene = Scene::offline();
     let file = std::fs::read_to_string(root().join("deploy/flux/kustomization.yaml")).unwrap();
     let docs = std::fs::read_to_string(root().join("docs/gitops.md")).unwrap();
     let section = docs
@@ -623,6 +622,7 @@ fn the_docs_show_the_flux_kustomization_that_is_tested() {
 /// libraries an argocd-cm script gets (base, table, a safe os): no string or math library.
 #[test]
 fn the_argocd_scripts_use_only_base_and_table() {
+    let _scene = Scene::offline();
     let docs = std::fs::read_to_string(root().join("docs/gitops.md")).unwrap();
     for kind in ["Migration", "MigrationRun"] {
         let script: String = std::fs::read_to_string(kind_dir(kind).join("health.lua"))

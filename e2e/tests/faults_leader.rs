@@ -15,10 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::proxy::{CutProxy, api_server_of, replica_args, replica_of};
-use stagehand_e2e::{
-    OperatorProcess, TestNamespace, client, create_secret, get, install_crds, kubeconfig, kubectl,
-    stdout, wait_for, wait_up_to,
-};
+use stagehand_e2e::{Scene, create_secret, get, kubeconfig, kubectl, stdout, wait_for, wait_up_to};
 use stagehand_simulators::http::{FaultRule, LoggedRequest};
 use stagehand_simulators::provisioning::{self, ProvisioningConfig};
 
@@ -42,9 +39,7 @@ fn lease_holder(ns: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_cut_off_from_the_api_server_stops_before_its_lease_can_expire() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "cut-leader").await;
+    let ns = Scene::cluster("cut-leader").await;
     let names: Vec<String> = (0..SUBSCRIPTIONS).map(|i| format!("sub-{i:02}")).collect();
     let password = format!("prov-{}-S3cret", std::process::id());
     let sim = provisioning::start(ProvisioningConfig::new("admin", &password))
@@ -64,16 +59,12 @@ async fn a_leader_cut_off_from_the_api_server_stops_before_its_lease_can_expire(
     let config = kubeconfig();
     let proxy = CutProxy::start(api_server_of(&config)).await.unwrap();
     let through_proxy = proxy.kubeconfig(&config);
-    let mut a = OperatorProcess::start_with(
-        &ns.name,
-        through_proxy.to_str().unwrap(),
-        &replica_args("replica-a"),
-    );
+    let mut a = ns.start_operator_with(through_proxy.to_str().unwrap(), &replica_args("replica-a"));
     wait_for("replica-a to lead", Duration::from_secs(60), || async {
         (lease_holder(&ns.name) == "replica-a").then_some(())
     })
     .await;
-    let mut b = OperatorProcess::start_with(&ns.name, &config, &replica_args("replica-b"));
+    let mut b = ns.start_operator_with(&config, &replica_args("replica-b"));
 
     stagehand_e2e::apply(
         &Migration::new(&ns.name)

@@ -30,9 +30,7 @@ use kube::Api;
 use stagehand_e2e::functional_accounts::{EXPORT, World, scale_fixture};
 use stagehand_e2e::manifests::MigrationRun;
 use stagehand_e2e::proxy::{CutProxy, api_server_of, replica_args, replica_of};
-use stagehand_e2e::{
-    OperatorProcess, TestNamespace, client, get, install_crds, kubeconfig, wait_for, wait_up_to,
-};
+use stagehand_e2e::{Scene, get, kubeconfig, wait_for, wait_up_to};
 use stagehand_simulators::http::{FaultRule, LoggedRequest};
 
 /// Functional Accounts exported.
@@ -96,9 +94,8 @@ fn millis(t: SystemTime) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_cut_off_in_the_export_deletes_nothing_after_its_renew_deadline() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "cut-export").await;
+    let ns = Scene::cluster("cut-export").await;
+    let client = ns.client().clone();
     let w = World::start().await;
     let (users, accounts) = scale_fixture(ACCOUNTS);
     let seeded = w.seed(&users, &accounts, true);
@@ -125,16 +122,12 @@ async fn a_leader_cut_off_in_the_export_deletes_nothing_after_its_renew_deadline
     let config = kubeconfig();
     let proxy = CutProxy::start(api_server_of(&config)).await.unwrap();
     let through_proxy = proxy.kubeconfig(&config);
-    let mut a = OperatorProcess::start_with(
-        &ns.name,
-        through_proxy.to_str().unwrap(),
-        &replica_args("replica-a"),
-    );
+    let mut a = ns.start_operator_with(through_proxy.to_str().unwrap(), &replica_args("replica-a"));
     wait_for("replica-a to lead", Duration::from_secs(60), || async {
         (lease().await.0 == "replica-a").then_some(())
     })
     .await;
-    let mut b = OperatorProcess::start_with(&ns.name, &config, &replica_args("replica-b"));
+    let mut b = ns.start_operator_with(&config, &replica_args("replica-b"));
 
     stagehand_e2e::apply(&w.migration_with(&ns.name, &[EXPORT], &[]));
     stagehand_e2e::apply(&MigrationRun::new(&ns.name, "pre", "pre").to_yaml());

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use stagehand_e2e::functional_accounts::{KEY, World, scale_fixture};
 use stagehand_e2e::manifests::MigrationRun;
 use stagehand_e2e::minio::BUCKET;
-use stagehand_e2e::{OperatorProcess, TestNamespace, apply, client, get, install_crds, wait_up_to};
+use stagehand_e2e::{Scene, apply, get, wait_up_to};
 
 /// How long one stage may take before the test fails (a release build needs well under a
 /// minute per stage for 5,000 accounts on two cores).
@@ -40,9 +40,7 @@ async fn five_thousand_functional_accounts_with_three_users_each() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(5_000);
     let began = Instant::now();
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "fa-scale").await;
+    let ns = Scene::cluster("fa-scale").await;
     let w = World::start().await;
     let (users, accounts) = scale_fixture(n);
     let t = Instant::now();
@@ -57,7 +55,7 @@ async fn five_thousand_functional_accounts_with_three_users_each() {
     w.create_secrets(&ns.name);
     apply(&w.migration(&ns.name));
 
-    let mut operator = OperatorProcess::start(&ns.name);
+    let mut operator = ns.start_operator();
     let (pre_time, pre) = run_stage(&ns.name, "pre", "pre");
     let summary = pre["summary"].as_str().unwrap_or_default();
     assert!(
@@ -81,7 +79,7 @@ async fn five_thousand_functional_accounts_with_three_users_each() {
 
     // Between the stages the operator is replaced, as a rollout of the release would.
     operator.kill();
-    let _operator = OperatorProcess::start(&ns.name);
+    let _operator = ns.start_operator();
     let (post_time, post) = run_stage(&ns.name, "post", "post");
     let summary = post["summary"].as_str().unwrap_or_default();
     assert!(

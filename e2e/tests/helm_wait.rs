@@ -28,8 +28,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use stagehand_e2e::manifests::{Action, yaml};
 use stagehand_e2e::{
-    OperatorProcess, TestNamespace, apply, client, condition, get, install_crds, kubeconfig,
-    kubectl, ok, replicas, running_pods, statefulset, stdout,
+    Scene, apply, condition, get, kubeconfig, kubectl, ok, replicas, running_pods, statefulset,
+    stdout,
 };
 
 const CHART: &str = "deploy/charts/stagehand-migration";
@@ -230,10 +230,8 @@ fn ready(run: &Value) -> Option<String> {
 /// is Ready.
 #[tokio::test]
 async fn helm4_install_wait_waits_for_the_run_while_the_operator_is_stopped() {
-    let client = client().await;
-    install_crds();
+    let ns = Scene::cluster("helm4-wait").await;
     let helm4 = helm4_bin();
-    let ns = TestNamespace::new(&client, "helm4-wait").await;
     let dir = scratch(&ns.name);
     apply(&statefulset(&ns.name, "ox-connector", 1));
     running_pods(&ns.name, "ox-connector", 1).await;
@@ -283,7 +281,7 @@ async fn helm4_install_wait_waits_for_the_run_while_the_operator_is_stopped() {
     assert!(helm.exited().is_none(), "{}", helm.output());
 
     let operator_started = helm.started.elapsed();
-    let _operator = OperatorProcess::start(&ns.name);
+    let _operator = ns.start_operator();
     let mut ready_seen = None;
     let deadline = Instant::now() + Duration::from_secs(110);
     let status = loop {
@@ -336,10 +334,8 @@ async fn helm4_install_wait_waits_for_the_run_while_the_operator_is_stopped() {
 /// run failed and why.
 #[tokio::test]
 async fn helm4_install_wait_fails_fast_on_a_failed_run_with_its_message() {
-    let client = client().await;
-    install_crds();
+    let ns = Scene::cluster("helm4-fail").await;
     let helm4 = helm4_bin();
-    let ns = TestNamespace::new(&client, "helm4-fail").await;
     let dir = scratch(&ns.name);
     // The workload to scale does not exist: action 0 fails, the run ends Stalled.
     let values = values(
@@ -349,7 +345,7 @@ async fn helm4_install_wait_fails_fast_on_a_failed_run_with_its_message() {
         true,
         &[scale("ox-connector-missing", 0, true)],
     );
-    let _operator = OperatorProcess::start(&ns.name);
+    let _operator = ns.start_operator();
     let mut helm = Helm::spawn(
         helm_apply(
             &helm4,
@@ -401,10 +397,8 @@ async fn helm4_install_wait_fails_fast_on_a_failed_run_with_its_message() {
 /// once-only, the untagged one runs again.
 #[tokio::test]
 async fn a_redeployment_creates_a_new_run_tagged_actions_once_untagged_every_time() {
-    let client = client().await;
-    install_crds();
+    let ns = Scene::cluster("helm-redeploy").await;
     let helm4 = helm4_bin();
-    let ns = TestNamespace::new(&client, "helm-redeploy").await;
     let dir = scratch(&ns.name);
     apply(&statefulset(&ns.name, "ox-connector", 1));
     apply(&statefulset(&ns.name, "sessions", 1));
@@ -412,7 +406,7 @@ async fn a_redeployment_creates_a_new_run_tagged_actions_once_untagged_every_tim
     running_pods(&ns.name, "sessions", 1).await;
     let pre = [scale("ox-connector", 0, true), scale("sessions", 0, false)];
     let values = values(&dir, "pre", "pre", true, &pre);
-    let _operator = OperatorProcess::start(&ns.name);
+    let _operator = ns.start_operator();
 
     let mut names = Vec::new();
     for (i, verb) in ["install", "upgrade"].into_iter().enumerate() {
@@ -509,10 +503,8 @@ async fn a_redeployment_creates_a_new_run_tagged_actions_once_untagged_every_tim
 /// has not been seen; the chart's hook Job runs `stagehand wait`, which does wait.
 #[tokio::test]
 async fn helm3_install_wait_does_not_wait_for_the_run_the_hook_job_does() {
-    let client = client().await;
-    install_crds();
+    let ns = Scene::cluster("helm3-wait").await;
     let helm3 = helm3_bin();
-    let ns = TestNamespace::new(&client, "helm3-wait").await;
     let dir = scratch(&ns.name);
     apply(&statefulset(&ns.name, "ox-connector", 1));
     running_pods(&ns.name, "ox-connector", 1).await;
@@ -605,7 +597,7 @@ async fn helm3_install_wait_does_not_wait_for_the_run_the_hook_job_does() {
         "stagehand wait returned while no operator runs:\n{}",
         waiter.output()
     );
-    let _operator = OperatorProcess::start(&ns.name);
+    let _operator = ns.start_operator();
     let status = waiter.wait(Duration::from_secs(100));
     assert!(
         status.success(),

@@ -8,9 +8,8 @@
 use serde_json::Value;
 use stagehand_e2e::manifests::MigrationRun;
 use stagehand_e2e::{
-    OperatorProcess, TestNamespace, apply, assert_no_secret_leak, client, create_secret,
-    footprints, get, install_crds, kubectl, kubectl_stdin, ok, stagehand, statefulset, stderr,
-    stdout, wait,
+    Scene, apply, assert_no_secret_leak, create_secret, footprints, get, kubectl, kubectl_stdin,
+    ok, stagehand, statefulset, stderr, stdout, wait,
 };
 
 const VALUES: &str = concat!(
@@ -74,10 +73,8 @@ fn decisions(obj: &Value) -> Vec<(String, String, String)> {
 
 #[tokio::test]
 async fn an_imported_history_is_not_run_again() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "import-od").await;
-    let ns = ns.name.clone();
+    let scene = Scene::cluster("import-od").await;
+    let ns = scene.name.clone();
     apply(&statefulset(&ns, "ox-connector", 1));
     ok(
         "create migrations-status",
@@ -159,7 +156,7 @@ async fn an_imported_history_is_not_run_again() {
     assert!(stdout(&out).contains("unchanged"), "{}", stdout(&out));
 
     // The runs execute only what the ConfigMap did not record.
-    let operator = OperatorProcess::start(&ns);
+    let operator = scene.start_operator();
     apply(&run(&ns, "pre"));
     wait(&ns, "migrationrun/opendesk-v1.18.0-pre", "Ready");
     let pre = get(&ns, "migrationrun/opendesk-v1.18.0-pre");
@@ -230,10 +227,8 @@ async fn an_imported_history_is_not_run_again() {
 /// `--allow-unmatched`; the ledger written carries the GitOps annotations.
 #[tokio::test]
 async fn an_unmatched_history_is_refused_and_nothing_is_written() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "import-unm").await;
-    let ns = ns.name.clone();
+    let scene = Scene::cluster("import-unm").await;
+    let ns = scene.name.clone();
     let status = status_configmap(&ns).replace(
         "{id: ldap_entryuuid_to_object_identifier, stage: pre, tag: \"v1.18.0\", runMode: apply}",
         "{id: ldap_entryuuid_to_object_identifier, stage: pre, tag: \"v1.18.0\", runMode: default}",

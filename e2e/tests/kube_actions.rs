@@ -12,7 +12,7 @@ use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 use stagehand_actions::action::{Action, ActionContext, ActionError, Secrets};
 use stagehand_e2e::{
-    TestNamespace, client, delete_crd, hold_pod, kubectl, kubectl_stdin, ok, release_pod,
+    Scene, TestNamespace, delete_crd, hold_pod, kubectl, kubectl_stdin, ok, release_pod,
     stored_versions, wait_established, wait_for,
 };
 
@@ -139,8 +139,8 @@ fn scale_config(kind: &str, name: &str, replicas: u32, timeout: u64) -> Value {
 
 #[tokio::test]
 async fn statefulset_scale_down_waits_for_its_pods_and_scale_up_does_not() {
-    let client = client().await;
-    let ns = TestNamespace::new(&client, "ka-sts").await;
+    let ns = Scene::cluster_without_crds("ka-sts").await;
+    let client = ns.client().clone();
     let ctx = ctx(&client, &ns);
     statefulset(&ns.name, "web", 2);
     wait_running(&client, &ns.name, "web", 2).await;
@@ -208,8 +208,8 @@ async fn statefulset_scale_down_waits_for_its_pods_and_scale_up_does_not() {
 
 #[tokio::test]
 async fn deployment_scales_down_and_up() {
-    let client = client().await;
-    let ns = TestNamespace::new(&client, "ka-deploy").await;
+    let ns = Scene::cluster_without_crds("ka-deploy").await;
+    let client = ns.client().clone();
     let ctx = ctx(&client, &ns);
     deployment(&ns.name, "api", 2);
     wait_running(&client, &ns.name, "api", 2).await;
@@ -239,8 +239,8 @@ async fn deployment_scales_down_and_up() {
 
 #[tokio::test]
 async fn a_pod_that_does_not_go_fails_the_scale_down_naming_it() {
-    let client = client().await;
-    let ns = TestNamespace::new(&client, "ka-stuck").await;
+    let ns = Scene::cluster_without_crds("ka-stuck").await;
+    let client = ns.client().clone();
     let ctx = ctx(&client, &ns);
     statefulset(&ns.name, "hold", 1);
     wait_running(&client, &ns.name, "hold", 1).await;
@@ -276,8 +276,8 @@ async fn a_pod_that_does_not_go_fails_the_scale_down_naming_it() {
 
 #[tokio::test]
 async fn plan_fails_on_a_missing_workload_naming_it() {
-    let client = client().await;
-    let ns = TestNamespace::new(&client, "ka-missing").await;
+    let ns = Scene::cluster_without_crds("ka-missing").await;
+    let client = ns.client().clone();
     let ctx = ctx(&client, &ns);
     for (id, config) in [
         (
@@ -321,8 +321,8 @@ async fn client_as(ns: &str, serviceaccount: &str) -> Client {
 
 #[tokio::test]
 async fn plan_proves_it_may_scale() {
-    let client = client().await;
-    let ns = TestNamespace::new(&client, "ka-rbac").await;
+    let ns = Scene::cluster_without_crds("ka-rbac").await;
+    let client = ns.client().clone();
     statefulset(&ns.name, "locked", 1);
     wait_running(&client, &ns.name, "locked", 1).await;
     // May read the StatefulSet and its scale, and list pods, but not change the scale.
@@ -417,8 +417,8 @@ subjects:
 
 #[tokio::test]
 async fn ox_connector_restart_brings_the_pods_back() {
-    let client = client().await;
-    let ns = TestNamespace::new(&client, "ka-restart").await;
+    let ns = Scene::cluster_without_crds("ka-restart").await;
+    let client = ns.client().clone();
     let ctx = ctx(&client, &ns);
     statefulset(&ns.name, "ox-connector", 1);
     let before = wait_running(&client, &ns.name, "ox-connector", 1).await;
@@ -448,8 +448,8 @@ async fn ox_connector_restart_brings_the_pods_back() {
 
 #[tokio::test]
 async fn crd_storage_version_migrate_plans_then_prunes() {
-    let client = client().await;
-    let ns = TestNamespace::new(&client, "ka-crd").await;
+    let ns = Scene::cluster_without_crds("ka-crd").await;
+    let client = ns.client().clone();
     let ctx = ctx(&client, &ns);
     delete_crd(GADGETS).await;
 

@@ -17,7 +17,7 @@ use stagehand_actions::clients::ldap::exec::{CommandRunner, ExecDirectory, KubeE
 use stagehand_actions::clients::ldap::ldif;
 use stagehand_actions::ldap_entryuuid_to_object_identifier::Config;
 use stagehand_e2e::slapd::{BASE_DN, LocalLdapUtils, ROOT_DN, ROOT_PASSWORD, Slapd, SlapdOptions};
-use stagehand_e2e::{TestNamespace, client, kubeconfig, kubectl, kubectl_stdin, ok, running_pods};
+use stagehand_e2e::{Scene, kubeconfig, kubectl, kubectl_stdin, ok, running_pods};
 
 const ID: &str = "ldap_entryuuid_to_object_identifier";
 const MIGRATOR_DN: &str = "cn=migrator,dc=swp-ldap,dc=internal";
@@ -561,8 +561,8 @@ async fn exec_transport_reports_a_failing_ldapsearch() {
 /// container, before any change. A missing pod is named as missing.
 #[tokio::test]
 async fn exec_transport_fails_clearly_where_nothing_can_run() {
-    let client = client().await;
-    let ns = TestNamespace::new(&client, "ldap-exec").await;
+    let ns = Scene::cluster_without_crds("ldap-exec").await;
+    let client = ns.client().clone();
     ok(
         "kubectl apply",
         &kubectl_stdin(
@@ -802,9 +802,9 @@ impl Drop for LocalExecNode {
 #[tokio::test]
 async fn exec_transport_through_the_kubernetes_exec_api() {
     let slapd = start("");
-    let client = client().await;
+    let ns = Scene::cluster_without_crds("ldap-kexec").await;
+    let client = ns.client().clone();
     let node = LocalExecNode::start();
-    let ns = TestNamespace::new(&client, "ldap-kexec").await;
     ok(
         "create pod",
         &kubectl_stdin(

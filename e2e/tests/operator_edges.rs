@@ -12,9 +12,9 @@ use serde_json::{Value, json};
 use stagehand_e2e::kube_proxy::KubeProxy;
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
-    OperatorProcess, TestNamespace, apply, client, condition, first_action_started, footprints,
-    get, hold_pod, install_crds, kubectl, kubectl_stdin, ok, reason_becomes, release_pod,
-    running_pods, statefulset, status_time, stdout, wait, wait_up_to,
+    Scene, apply, condition, first_action_started, footprints, get, hold_pod, kubectl,
+    kubectl_stdin, ok, reason_becomes, release_pod, running_pods, statefulset, status_time, stdout,
+    wait, wait_up_to,
 };
 
 /// Another Migration (`other`, no actions) and its pre run `other-pre`: what the operator must
@@ -50,10 +50,7 @@ fn create(yaml: &str) {
 /// before the orphan gives up.
 #[tokio::test]
 async fn a_run_naming_a_missing_migration_waits_then_fails() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "edge-missing").await;
-    let _operator = OperatorProcess::start(&ns.name);
+    let ns = Scene::operator("edge-missing").await;
     apply(
         &MigrationRun::new(&ns.name, "orphan", "pre")
             .of("nowhere")
@@ -108,10 +105,7 @@ async fn a_run_naming_a_missing_migration_waits_then_fails() {
 /// action and does the rest.
 #[tokio::test]
 async fn a_migration_deleted_while_its_run_is_going_stops_it_at_the_next_action() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "edge-deleted").await;
-    let _operator = OperatorProcess::start(&ns.name);
+    let ns = Scene::operator("edge-deleted").await;
     apply(&statefulset(&ns.name, "slow", 1));
     apply(&statefulset(&ns.name, "after", 0));
     running_pods(&ns.name, "slow", 1).await;
@@ -224,10 +218,8 @@ fn create_burst(ns: &str, from: usize, to: usize) {
 }
 
 /// A namespace with an operator-less Migration `burst` keeping `n` runs.
-async fn burst_namespace(prefix: &str, n: usize) -> TestNamespace {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, prefix).await;
+async fn burst_namespace(prefix: &str, n: usize) -> Scene {
+    let ns = Scene::cluster(prefix).await;
     apply(
         &Migration::new(&ns.name)
             .name("burst")
@@ -289,7 +281,7 @@ async fn listed_and_watched_runs_go_one_at_a_time_and_end_once() {
     const N: usize = 80;
     let ns = burst_namespace("edge-order", N).await;
     create_burst(&ns.name, 0, LISTED);
-    let operator = OperatorProcess::start(&ns.name);
+    let operator = ns.start_operator();
     create_burst(&ns.name, LISTED, N);
     let burst = all_ready(&ns.name, N, Duration::from_secs(300)).await;
     assert_one_at_a_time(burst);
@@ -324,7 +316,7 @@ async fn a_reconcile_of_an_old_copy_changes_nothing() {
     let ns = burst_namespace("edge-stale", N).await;
     let proxy = KubeProxy::start().await;
     proxy.lag_watches(Duration::from_secs(1));
-    let operator = OperatorProcess::start_with(&ns.name, proxy.kubeconfig(), &[]);
+    let operator = ns.start_operator_with(proxy.kubeconfig(), &[]);
     create_burst(&ns.name, 0, N);
     let burst = all_ready(&ns.name, N, Duration::from_secs(120)).await;
     // The stale reconciles come a second after each end: let the last one's come.
@@ -359,10 +351,7 @@ async fn a_reconcile_of_an_old_copy_changes_nothing() {
 #[ignore = "1,000 runs: run by e2e/test against a release operator (--release --ignored)"]
 async fn a_thousand_runs_of_one_migration_created_at_once() {
     const N: usize = 1000;
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "edge-burst").await;
-    let operator = OperatorProcess::start(&ns.name);
+    let ns = Scene::operator("edge-burst").await;
     apply(
         &Migration::new(&ns.name)
             .name("burst")
@@ -425,7 +414,7 @@ async fn a_thousand_runs_of_one_migration_created_at_once() {
                 .max()
                 .unwrap();
             assert_one_at_a_time(burst);
-            for (name, ended) in times_ended(&operator.logs(), N) {
+            for (name, ended) in times_ended(&ns.operator_process().logs(), N) {
                 assert_eq!(ended, 1, "{name} ended {ended} times");
             }
             assert!(
@@ -451,10 +440,7 @@ async fn a_thousand_runs_of_one_migration_created_at_once() {
 /// API's 1 KiB. Another Migration's run goes Ready.
 #[tokio::test]
 async fn an_action_config_of_one_mebibyte_gets_a_bounded_condition() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "edge-big").await;
-    let _operator = OperatorProcess::start(&ns.name);
+    let ns = Scene::operator("edge-big").await;
     let big = "9".repeat(1 << 20);
     create(
         &Migration::new(&ns.name)

@@ -8,10 +8,7 @@
 use serde_json::json;
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::redis::{RedisOptions, RedisServer, session_commands};
-use stagehand_e2e::{
-    OperatorProcess, TestNamespace, apply, assert_no_secret_leak, client, create_secret, get,
-    install_crds, wait,
-};
+use stagehand_e2e::{Scene, apply, assert_no_secret_leak, create_secret, get, wait};
 use stagehand_simulators::provisioning::{self, ProvisioningConfig};
 
 fn run(ns: &str, name: &str, stage: &str, dry_run: bool) -> String {
@@ -55,9 +52,7 @@ fn migration(ns: &str, provisioning_url: &str, redis_port: u16) -> String {
 // Multi-threaded: the simulator serves from this process while the test blocks on kubectl.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pre_drops_the_subscription_and_post_flushes_the_sessions_with_secrets_from_the_cluster() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "op-ext").await;
+    let ns = Scene::cluster("op-ext").await;
     let provisioning_password = format!("prov-{}-S3cret", std::process::id());
     let redis_password = format!("redis-{}-S3cret", std::process::id());
 
@@ -94,7 +89,7 @@ async fn pre_drops_the_subscription_and_post_flushes_the_sessions_with_secrets_f
         "password",
         &redis_password,
     );
-    let operator = OperatorProcess::start(&ns.name);
+    let operator = ns.start_operator();
     apply(&migration(&ns.name, &sim.api_url(), redis.port()));
 
     // A dry run reaches the Provisioning API (credential proven) and deletes nothing.

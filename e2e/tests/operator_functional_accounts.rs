@@ -6,21 +6,19 @@
 
 use stagehand_e2e::functional_accounts::{World, small_fixture};
 use stagehand_e2e::manifests::MigrationRun;
-use stagehand_e2e::{OperatorProcess, TestNamespace, apply, client, get, install_crds, wait};
+use stagehand_e2e::{Scene, apply, get, wait};
 
 // Multi-threaded: the simulators serve from this process while the test blocks on kubectl.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn export_then_import_as_runs_with_the_operator_killed_in_between() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "op-fa").await;
+    let ns = Scene::cluster("op-fa").await;
     let world = World::start().await;
     let (users, accounts) = small_fixture();
     let seeded = world.seed(&users, &accounts, true);
     world.create_secrets(&ns.name);
     let migration = world.migration(&ns.name);
 
-    let mut operator = OperatorProcess::start(&ns.name);
+    let mut operator = ns.start_operator();
     apply(&migration);
     apply(&MigrationRun::new(&ns.name, "pre", "pre").to_yaml());
     wait(&ns.name, "migrationrun/pre", "Ready");
@@ -43,7 +41,7 @@ async fn export_then_import_as_runs_with_the_operator_killed_in_between() {
 
     // The operator dies between the stages; a new one runs the post stage.
     operator.kill();
-    let _operator = OperatorProcess::start(&ns.name);
+    let _operator = ns.start_operator();
     apply(&MigrationRun::new(&ns.name, "post", "post").to_yaml());
     wait(&ns.name, "migrationrun/post", "Ready");
     let post = get(&ns.name, "migrationrun/post");

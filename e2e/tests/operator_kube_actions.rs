@@ -9,9 +9,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
-    OperatorProcess, TestNamespace, apply, assert_no_secret_leak, client, create_secret, get,
-    hold_pod, install_crds, kubectl, ok, release_pod, replicas, running_pods, statefulset, wait,
-    wait_for,
+    Scene, apply, assert_no_secret_leak, create_secret, get, hold_pod, kubectl, ok, release_pod,
+    replicas, running_pods, statefulset, wait, wait_for,
 };
 
 fn run(ns: &str, name: &str, stage: &str, dry_run: bool) -> String {
@@ -46,9 +45,7 @@ fn scale_down() -> Action {
 
 #[tokio::test]
 async fn pre_and_post_runs_scale_the_connector_and_footprints_stop_a_second_run() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "op-kube").await;
+    let ns = Scene::cluster("op-kube").await;
     let secret_value = format!("s3cr3t-{}-value", std::process::id());
     create_secret(
         &ns.name,
@@ -58,7 +55,7 @@ async fn pre_and_post_runs_scale_the_connector_and_footprints_stop_a_second_run(
     );
     apply(&statefulset(&ns.name, "ox-connector", 2));
     running_pods(&ns.name, "ox-connector", 2).await;
-    let operator = OperatorProcess::start(&ns.name);
+    let operator = ns.start_operator();
     apply(&migration(&ns.name).pre(scale_down()).to_yaml());
 
     // A dry run first: plans (proving it may scale), changes nothing, records nothing.
@@ -144,9 +141,7 @@ async fn pre_and_post_runs_scale_the_connector_and_footprints_stop_a_second_run(
 
 #[tokio::test]
 async fn a_killed_operator_s_run_is_finished_by_the_next_without_repeating() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "op-kill").await;
+    let ns = Scene::cluster("op-kill").await;
     create_secret(&ns.name, "cache-intercom-service-password", "password", "x");
     apply(&statefulset(&ns.name, "first", 1));
     apply(&statefulset(&ns.name, "ox-connector", 1));
@@ -161,7 +156,7 @@ async fn a_killed_operator_s_run_is_finished_by_the_next_without_repeating() {
             .pre(scale_down())
             .to_yaml(),
     );
-    let mut first_operator = OperatorProcess::start(&ns.name);
+    let mut first_operator = ns.start_operator();
     apply(&run(&ns.name, "pre", "pre", false));
     let before = wait_for(
         "action 1 to be running",
@@ -180,7 +175,7 @@ async fn a_killed_operator_s_run_is_finished_by_the_next_without_repeating() {
 
     // Let the pod go, and start a new operator: it finishes the run.
     ok("release", &release_pod(&ns.name, "ox-connector-0"));
-    let _second_operator = OperatorProcess::start(&ns.name);
+    let _second_operator = ns.start_operator();
     wait(&ns.name, "migrationrun/pre", "Ready");
     let after = get(&ns.name, "migrationrun/pre");
     assert_eq!(
@@ -248,29 +243,20 @@ fn lease_holder(ns: &str) -> String {
 /// leaving the run resumable, and the standby takes the Lease and finishes the run.
 #[tokio::test]
 async fn the_standby_finishes_the_run_of_a_leader_stopped_mid_action() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "op-handover").await;
+    let ns = Scene::cluster("op-handover").await;
     create_secret(&ns.name, "cache-intercom-service-password", "password", "x");
     apply(&statefulset(&ns.name, "ox-connector", 1));
     running_pods(&ns.name, "ox-connector", 1).await;
     hold_pod(&ns.name, "ox-connector-0");
     apply(&migration(&ns.name).pre(scale_down()).to_yaml());
     let config = stagehand_e2e::kubeconfig();
-    let mut first = OperatorProcess::start_with(
-        &ns.name,
-        &config,
-        &stagehand_e2e::proxy::replica_args("replica-a"),
-    );
+    let mut first =
+        ns.start_operator_with(&config, &stagehand_e2e::proxy::replica_args("replica-a"));
     wait_for("replica-a to lead", Duration::from_secs(60), || async {
         (lease_holder(&ns.name) == "replica-a").then_some(())
     })
     .await;
-    let _second = OperatorProcess::start_with(
-        &ns.name,
-        &config,
-        &stagehand_e2e::proxy::replica_args("replica-b"),
-    );
+    let _second = ns.start_operator_with(&config, &stagehand_e2e::proxy::replica_args("replica-b"));
     apply(&run(&ns.name, "pre", "pre", false));
     wait_for(
         "the action to be running",

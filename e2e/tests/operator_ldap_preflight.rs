@@ -13,8 +13,8 @@ use stagehand_e2e::functional_accounts::{World, small_fixture};
 use stagehand_e2e::manifests::{MigrationRun, yaml};
 use stagehand_e2e::minio::BUCKET;
 use stagehand_e2e::{
-    OperatorProcess, TestNamespace, apply, client, condition, create_secret, get, install_crds,
-    provisioning_deletes, provisioning_sim, running_pods, statefulset, wait, wait_for,
+    Scene, apply, condition, create_secret, get, provisioning_deletes, provisioning_sim,
+    running_pods, statefulset, wait, wait_for,
 };
 
 /// The example's Migration in `ns`, every endpoint pointed at this test's servers, the
@@ -76,9 +76,7 @@ fn example(ns: &str, world: &World, provisioning_url: &str, pod: &str) -> String
 // Multi-threaded: the simulators serve from this process while the test blocks on kubectl.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_ldap_pod_fails_the_preflight_before_the_connector_is_scaled() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "op-ldap-pf").await;
+    let ns = Scene::cluster("op-ldap-pf").await;
     let world = World::start().await;
     let (users, accounts) = small_fixture();
     world.seed(&users, &accounts, true);
@@ -108,7 +106,7 @@ async fn a_wrong_ldap_pod_fails_the_preflight_before_the_connector_is_scaled() {
     .await;
 
     let wrong = "ums-ldap-server-primary-7";
-    let _operator = OperatorProcess::start(&ns.name);
+    let _operator = ns.start_operator();
     apply(&example(&ns.name, &world, &sim.api_url(), wrong));
     wait(&ns.name, "migration/opendesk", "Ready");
     apply(&MigrationRun::new(&ns.name, "pre", "pre").to_yaml());

@@ -12,16 +12,14 @@ use std::time::Duration;
 
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
-    OperatorProcess, TestNamespace, apply, client, condition, get, hold, install_crds, kubectl, ok,
+    OperatorProcess, Scene, TestNamespace, apply, condition, get, hold, kubectl, ok,
     reason_becomes, release, statefulset, wait, wait_for,
 };
 
 #[tokio::test]
 async fn a_run_whose_namespace_is_being_deleted_starts_nothing_more() {
-    let client = client().await;
-    install_crds();
-    let doomed = TestNamespace::new(&client, "edge-nsdel").await;
-    let other = TestNamespace::new(&client, "edge-nsdel-other").await;
+    let doomed = Scene::cluster("edge-nsdel").await;
+    let other = TestNamespace::new(doomed.client(), "edge-nsdel-other").await;
     let _operator = OperatorProcess::start_all_namespaces(&other.name);
     let ns = doomed.name.as_str();
     // No pod: the namespace controller deletes pods first and waits for them to be gone

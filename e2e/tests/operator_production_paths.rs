@@ -12,9 +12,9 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
-    OperatorProcess, TestNamespace, apply, client, condition, first_action_started, footprints,
-    get, install_crds, kubectl, ledger, ok, provisioning_deletes as deletes, provisioning_sim,
-    reason_becomes, replicas, running_pods, statefulset, status_time, wait, wait_for,
+    Scene, apply, condition, first_action_started, footprints, get, kubectl, ledger, ok,
+    provisioning_deletes as deletes, provisioning_sim, reason_becomes, replicas, running_pods,
+    statefulset, status_time, wait, wait_for,
 };
 use stagehand_simulators::http::FaultRule;
 
@@ -52,11 +52,9 @@ fn events(ns: &str, name: &str) -> Vec<Value> {
 /// `PreRunFailed` at once, naming the new pre run, and applies nothing.
 #[tokio::test]
 async fn a_redeploy_whose_new_pre_run_fails_ends_its_post_run_at_once() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "prod-redeploy").await;
+    let ns = Scene::cluster("prod-redeploy").await;
     apply(&statefulset(&ns.name, "web", 0));
-    let _operator = OperatorProcess::start(&ns.name);
+    let _operator = ns.start_operator();
     apply(
         &Migration::new(&ns.name)
             .installed("v1.17.3")
@@ -110,15 +108,13 @@ async fn a_redeploy_whose_new_pre_run_fails_ends_its_post_run_at_once() {
 /// waiting behind it starts only after that, and finishes the work without repeating it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_deleted_inside_its_action_stops_it_before_the_next_run_starts() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "prod-cancel").await;
+    let ns = Scene::cluster("prod-cancel").await;
     let names = ["s1", "s2", "s3", "s4", "s5", "s6"];
     let sim = provisioning_sim(&ns.name, &names).await;
     // Each DELETE takes 1.5 s: the action is inside its loop when the run is deleted.
     sim.faults()
         .add(FaultRule::any().method("DELETE").delay_ms(1_500));
-    let _operator = OperatorProcess::start(&ns.name);
+    let _operator = ns.start_operator();
     apply(
         &Migration::new(&ns.name)
             .installed("v1.17.3")
@@ -230,9 +226,7 @@ impl Drop for Policy {
 /// changed anything (before, the action ran and its footprint could not be recorded).
 #[tokio::test]
 async fn a_ledger_the_api_server_refuses_fails_the_preflight_before_any_change() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "prod-refused").await;
+    let ns = Scene::cluster("prod-refused").await;
     apply(&statefulset(&ns.name, "web", 1));
     running_pods(&ns.name, "web", 1).await;
     let policy = Policy(format!("deny-ledger-{}", ns.name));
@@ -274,7 +268,7 @@ spec:
         (!out.status.success()).then_some(())
     })
     .await;
-    let _operator = OperatorProcess::start(&ns.name);
+    let _operator = ns.start_operator();
     apply(
         &Migration::new(&ns.name)
             .installed("v1.17.3")
@@ -304,15 +298,13 @@ spec:
 /// action's footprint kept), `status.history` loses nothing, and an Event says so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ledger_deleted_while_a_run_is_going_is_written_again_from_the_history() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "prod-ledger").await;
+    let ns = Scene::cluster("prod-ledger").await;
     let sim = provisioning_sim(&ns.name, &["s1"]).await;
     // The second action's DELETE waits: time to delete the ledger after the first recorded.
     sim.faults()
         .add(FaultRule::any().method("DELETE").delay_ms(4_000));
     apply(&statefulset(&ns.name, "web", 0));
-    let _operator = OperatorProcess::start(&ns.name);
+    let _operator = ns.start_operator();
     apply(
         &Migration::new(&ns.name)
             .installed("v1.17.3")

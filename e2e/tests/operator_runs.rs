@@ -5,10 +5,7 @@
 
 use serde_json::json;
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
-use stagehand_e2e::{
-    OperatorProcess, TestNamespace, apply, client, condition, get, install_crds, kubectl, ok,
-    stderr, wait,
-};
+use stagehand_e2e::{Scene, apply, condition, get, kubectl, ok, stderr, wait};
 
 fn run(ns: &str, name: &str, stage: &str, release: &str) -> String {
     MigrationRun::new(ns, name, stage)
@@ -18,10 +15,7 @@ fn run(ns: &str, name: &str, stage: &str, release: &str) -> String {
 
 #[tokio::test]
 async fn a_fresh_installation_runs_no_action_and_records_the_release() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "op-fresh").await;
-    let _operator = OperatorProcess::start(&ns.name);
+    let ns = Scene::operator("op-fresh").await;
     let example = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../deploy/examples/opendesk-v1.18.yaml"
@@ -66,10 +60,7 @@ async fn a_fresh_installation_runs_no_action_and_records_the_release() {
 
 #[tokio::test]
 async fn invalid_declarations_stall_the_run_before_anything_runs() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "op-invalid").await;
-    let _operator = OperatorProcess::start(&ns.name);
+    let ns = Scene::operator("op-invalid").await;
     // Valid for the API server's schema, invalid for Stagehand: an unknown action, a window
     // that ends before it starts, and an opt-out with the wrong tag.
     apply(
@@ -122,10 +113,7 @@ async fn invalid_declarations_stall_the_run_before_anything_runs() {
 
 #[tokio::test]
 async fn a_failing_action_stalls_the_run_naming_it() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "op-fail").await;
-    let _operator = OperatorProcess::start(&ns.name);
+    let ns = Scene::operator("op-fail").await;
     // The workload to scale does not exist: the run must fail on the action, naming it, and
     // not pretend it ran.
     apply(
@@ -163,10 +151,7 @@ async fn a_failing_action_stalls_the_run_naming_it() {
 
 #[tokio::test]
 async fn a_run_for_another_release_waits() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "op-stale").await;
-    let _operator = OperatorProcess::start(&ns.name);
+    let ns = Scene::operator("op-stale").await;
     apply(&Migration::new(&ns.name).to_yaml());
     apply(&run(&ns.name, "old", "pre", "v1.17.0"));
     let out = kubectl(&[
@@ -193,9 +178,7 @@ async fn a_run_for_another_release_waits() {
 /// is reported on itself and does not stall the controller: the next run still completes.
 #[tokio::test]
 async fn a_malformed_run_does_not_stall_the_others() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "op-malformed").await;
+    let ns = Scene::cluster("op-malformed").await;
     apply(&Migration::new(&ns.name).to_yaml());
     apply(&run(&ns.name, "bad", "pre", "v1.18.0"));
     ok(
@@ -212,7 +195,7 @@ async fn a_malformed_run_does_not_stall_the_others() {
             r#"{"status":{"actions":[{"index":9999999999,"id":"x","decision":"Run","reason":"InWindow"}]}}"#,
         ]),
     );
-    let _operator = OperatorProcess::start(&ns.name);
+    let _operator = ns.start_operator();
     apply(&run(&ns.name, "good", "pre", "v1.18.0"));
     wait(&ns.name, "migrationrun/good", "Ready");
     wait(&ns.name, "migrationrun/bad", "Stalled");
@@ -231,10 +214,7 @@ async fn a_malformed_run_does_not_stall_the_others() {
 /// file and the Secret (never a value).
 #[tokio::test]
 async fn a_missing_required_secret_fails_before_any_action() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "op-secret").await;
-    let _operator = OperatorProcess::start(&ns.name);
+    let ns = Scene::operator("op-secret").await;
     apply(
         &Migration::new(&ns.name)
             .installed("v1.17.3")
@@ -265,15 +245,16 @@ async fn a_missing_required_secret_fails_before_any_action() {
 /// the post run waits for the pre run, and the pre run does not wait for the post run.
 #[tokio::test]
 async fn pre_and_post_applied_together_both_finish() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "op-together").await;
-    let _operator = OperatorProcess::start(&ns.name);
+    let ns = Scene::operator("op-together").await;
     apply(&Migration::new(&ns.name).to_yaml());
+    // One apply, the pre run first: kubectl creates the documents in order, so the post run is
+    // never created in a later second than its pre run (a post run created before any pre
+    // run of its release waits for a new one, by design). The names sort the other way round,
+    // so within one second the tie is broken by stage, not by name.
     apply(&format!(
         "{}---\n{}",
-        run(&ns.name, "a-post", "post", "v1.18.0"),
-        run(&ns.name, "b-pre", "pre", "v1.18.0")
+        run(&ns.name, "b-pre", "pre", "v1.18.0"),
+        run(&ns.name, "a-post", "post", "v1.18.0")
     ));
     wait(&ns.name, "migrationrun/b-pre", "Ready");
     wait(&ns.name, "migrationrun/a-post", "Ready");

@@ -14,9 +14,9 @@ use serde_json::{Value, json};
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::slapd::{BASE_DN, ROOT_PASSWORD, Slapd, SlapdOptions};
 use stagehand_e2e::{
-    OperatorProcess, TestNamespace, apply, client, condition, create_secret, first_action_started,
-    get, install_crds, kubectl, kubectl_stdin, ledger, ok, provisioning_sim, reason_becomes,
-    replicas, running_pods, statefulset, status_time, stdout, wait, wait_for,
+    Scene, apply, condition, create_secret, first_action_started, get, kubectl, kubectl_stdin,
+    ledger, ok, provisioning_sim, reason_becomes, replicas, running_pods, statefulset, status_time,
+    stdout, wait, wait_for,
 };
 use stagehand_simulators::http::FaultRule;
 use stagehand_simulators::provisioning::ProvisioningSim;
@@ -66,9 +66,7 @@ fn deletes(sim: &ProvisioningSim) -> Vec<String> {
 /// with reason `DryRun`, records no footprint, and a later run without it does the work.
 #[tokio::test]
 async fn a_dry_run_in_the_config_records_no_footprint_and_a_later_run_does_the_work() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "safe-dry").await;
+    let ns = Scene::cluster("safe-dry").await;
     let ldif = format!(
         "dn: cn=users,{BASE_DN}\nobjectClass: organizationalRole\ncn: users\n\n\
          dn: uid=alice,cn=users,{BASE_DN}\nobjectClass: inetOrgPerson\nobjectClass: univentionObject\nuniventionObjectType: users/user\nuid: alice\ncn: alice\nsn: alice\nentryUUID: 00000001-0000-4000-8000-000000000001\nuniventionObjectIdentifier: 00000002-0000-4000-8000-000000000001\n\n"
@@ -92,7 +90,7 @@ async fn a_dry_run_in_the_config_records_no_footprint_and_a_later_run_does_the_w
             .to_yaml()
     };
     let identifier = || slapd.search("(uid=alice)", &["univentionObjectIdentifier"]);
-    let _operator = OperatorProcess::start(&ns.name);
+    let _operator = ns.start_operator();
     apply(&declare(true));
     apply(&run(&ns.name, "pre-1", "pre"));
     wait(&ns.name, "migrationrun/pre-1", "Ready");
@@ -147,16 +145,14 @@ async fn a_dry_run_in_the_config_records_no_footprint_and_a_later_run_does_the_w
 /// `DeclarationsChanged` naming the first changed action, and keeps what it completed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_edited_migration_stops_the_run_before_the_changed_action() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "safe-edit").await;
+    let ns = Scene::cluster("safe-edit").await;
     let sim = provisioning_sim(&ns.name, &["first", "second", "third"]).await;
     sim.faults().add(
         FaultRule::path("/v1/subscriptions/first")
             .method("DELETE")
             .delay_ms(3000),
     );
-    let _operator = OperatorProcess::start(&ns.name);
+    let _operator = ns.start_operator();
     let declare = |second: &str| {
         provisioned(&ns.name)
             .pre(drop_subscription(&sim, "first").tag("v1.18.0"))
@@ -208,9 +204,7 @@ async fn an_edited_migration_stops_the_run_before_the_changed_action() {
 /// all problems at once, `PreflightFailed`, the StatefulSet of the first action untouched.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_preflight_reports_every_problem_before_the_first_change() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "safe-pre").await;
+    let ns = Scene::cluster("safe-pre").await;
     let sim = provisioning_sim(&ns.name, &["ox-connector"]).await;
     // The credential the Provisioning API is given is wrong.
     ok(
@@ -220,7 +214,7 @@ async fn the_preflight_reports_every_problem_before_the_first_change() {
     create_secret(&ns.name, "provisioning", "password", "not-the-password");
     apply(&statefulset(&ns.name, "ox-connector", 2));
     running_pods(&ns.name, "ox-connector", 2).await;
-    let _operator = OperatorProcess::start(&ns.name);
+    let _operator = ns.start_operator();
     let flush = Action::new("flush_intercom_sessions")
         .tag("v1.18.0")
         .config(json!({"redis": {"host": "127.0.0.1", "port": 1, "username": "default", "keyPattern": "sess:*"}}));
@@ -274,12 +268,10 @@ async fn the_preflight_reports_every_problem_before_the_first_change() {
 /// action again.
 #[tokio::test]
 async fn the_history_outlives_a_recreated_migration() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "safe-ledger").await;
+    let ns = Scene::cluster("safe-ledger").await;
     apply(&statefulset(&ns.name, "ox-connector", 2));
     running_pods(&ns.name, "ox-connector", 2).await;
-    let _operator = OperatorProcess::start(&ns.name);
+    let _operator = ns.start_operator();
     let declared = adopting(&ns.name).pre(scale("ox-connector", 0)).to_yaml();
     apply(&declared);
     apply(&run(&ns.name, "pre-1", "pre"));
@@ -351,9 +343,7 @@ async fn the_history_outlives_a_recreated_migration() {
 /// and is never rewritten; the Migration shows it too.
 #[tokio::test]
 async fn an_unreadable_ledger_stalls_the_run_and_is_left_alone() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "safe-unread").await;
+    let ns = Scene::cluster("safe-unread").await;
     apply(&statefulset(&ns.name, "ox-connector", 1));
     let bad = json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "opendesk-history", "namespace": ns.name},
@@ -363,7 +353,7 @@ async fn an_unreadable_ledger_stalls_the_run_and_is_left_alone() {
         &kubectl_stdin(&["create", "-f", "-"], Some(&bad.to_string())),
     );
     let before = ledger(&ns.name).unwrap();
-    let _operator = OperatorProcess::start(&ns.name);
+    let _operator = ns.start_operator();
     apply(&adopting(&ns.name).pre(scale("ox-connector", 0)).to_yaml());
     apply(&run(&ns.name, "pre", "pre"));
     let pre = reason_becomes(&ns.name, "migrationrun/pre", "HistoryUnreadable").await;
@@ -392,9 +382,7 @@ async fn an_unreadable_ledger_stalls_the_run_and_is_left_alone() {
 /// its ledger written from it on the first reconcile, so upgrading loses nothing.
 #[tokio::test]
 async fn the_status_history_of_an_older_stagehand_becomes_the_ledger() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "safe-upgrade").await;
+    let ns = Scene::cluster("safe-upgrade").await;
     apply(&adopting(&ns.name).pre(scale("ox-connector", 0)).to_yaml());
     let status = json!({"status": {"lastMigratedRelease": "v1.17.3", "history": [
         {"stage": "pre", "id": "workload_scale", "tag": "v1.18.0", "release": "v1.18.0", "runName": "old", "completedAt": "2026-01-01T00:00:00Z"}]}});
@@ -413,7 +401,7 @@ async fn the_status_history_of_an_older_stagehand_becomes_the_ledger() {
         ]),
     );
     assert!(ledger(&ns.name).is_none());
-    let _operator = OperatorProcess::start(&ns.name);
+    let _operator = ns.start_operator();
     let l = wait_for("the ledger", Duration::from_secs(30), || async {
         ledger(&ns.name)
     })
@@ -441,9 +429,7 @@ async fn the_status_history_of_an_older_stagehand_becomes_the_ledger() {
 /// the footprint in the ledger and does not apply the action again.
 #[tokio::test]
 async fn a_footprint_written_before_a_crash_is_not_applied_again() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "safe-crash").await;
+    let ns = Scene::cluster("safe-crash").await;
     apply(&statefulset(&ns.name, "ox-connector", 2));
     apply(&adopting(&ns.name).pre(scale("ox-connector", 0)).to_yaml());
     apply(&run(&ns.name, "pre", "pre"));
@@ -485,7 +471,7 @@ async fn a_footprint_written_before_a_crash_is_not_applied_again() {
         "ledger",
         &kubectl_stdin(&["create", "-f", "-"], Some(&cm.to_string())),
     );
-    let _operator = OperatorProcess::start(&ns.name);
+    let _operator = ns.start_operator();
     wait(&ns.name, "migrationrun/pre", "Ready");
     let pre = get(&ns.name, "migrationrun/pre");
     assert_eq!(
@@ -503,11 +489,9 @@ async fn a_footprint_written_before_a_crash_is_not_applied_again() {
 /// is going finishes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn suspend_holds_new_runs_and_lets_a_running_one_finish() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "safe-suspend").await;
+    let ns = Scene::cluster("safe-suspend").await;
     let sim = provisioning_sim(&ns.name, &["a", "b"]).await;
-    let _operator = OperatorProcess::start(&ns.name);
+    let _operator = ns.start_operator();
     let declare = |suspend: bool| {
         provisioned(&ns.name)
             .suspend(suspend)
@@ -574,16 +558,14 @@ async fn suspend_holds_new_runs_and_lets_a_running_one_finish() {
 /// a post run without a pre run gives up after waitTimeoutSeconds naming what it waited for.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ordering_and_exclusivity_are_seen_in_start_and_completion_times() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "safe-order").await;
+    let ns = Scene::cluster("safe-order").await;
     let sim = provisioning_sim(&ns.name, &["one", "two", "three"]).await;
     sim.faults().add(
         FaultRule::prefix("/v1/subscriptions")
             .method("GET")
             .delay_ms(1500),
     );
-    let _operator = OperatorProcess::start(&ns.name);
+    let _operator = ns.start_operator();
     apply(
         &provisioned(&ns.name)
             .pre(drop_subscription(&sim, "one"))
@@ -661,11 +643,9 @@ async fn ordering_and_exclusivity_are_seen_in_start_and_completion_times() {
 /// Migration; action log lines carry the run and action fields in JSON logs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn warnings_are_events_and_action_logs_carry_run_and_action() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "safe-warn").await;
+    let ns = Scene::cluster("safe-warn").await;
     let sim = provisioning_sim(&ns.name, &["ox-connector"]).await;
-    let operator = OperatorProcess::start(&ns.name);
+    let operator = ns.start_operator();
     apply(
         &provisioned(&ns.name)
             .pre(drop_subscription(&sim, "ox-connector").tag("v1.18.0"))
@@ -721,9 +701,7 @@ async fn warnings_are_events_and_action_logs_carry_run_and_action() {
 /// operator exits and the run is left resumable; the next operator finishes it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_inside_a_slow_action_lets_it_finish_and_starts_no_new_one() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "safe-term").await;
+    let ns = Scene::cluster("safe-term").await;
     let sim = provisioning_sim(&ns.name, &["ox-connector"]).await;
     sim.faults().add(
         FaultRule::path("/v1/subscriptions/ox-connector")
@@ -731,7 +709,7 @@ async fn sigterm_inside_a_slow_action_lets_it_finish_and_starts_no_new_one() {
             .delay_ms(4000),
     );
     apply(&statefulset(&ns.name, "ox-connector", 1));
-    let mut operator = OperatorProcess::start(&ns.name);
+    let mut operator = ns.start_operator();
     apply(
         &provisioned(&ns.name)
             .pre(drop_subscription(&sim, "ox-connector").tag("v1.18.0"))
@@ -765,7 +743,7 @@ async fn sigterm_inside_a_slow_action_lets_it_finish_and_starts_no_new_one() {
     );
     assert_eq!(replicas(&ns.name, "ox-connector"), 1);
     assert!(sim.state().names().is_empty());
-    let _next = OperatorProcess::start(&ns.name);
+    let _next = ns.start_operator();
     wait(&ns.name, "migrationrun/pre", "Ready");
     assert_eq!(replicas(&ns.name, "ox-connector"), 0);
     assert_eq!(

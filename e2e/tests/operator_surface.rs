@@ -11,8 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
-    OperatorProcess, TestNamespace, client, install_crds, kubeconfig, kubectl, kubectl_stdin, ok,
-    wait_for, wait_up_to,
+    OperatorProcess, Scene, kubeconfig, kubectl, kubectl_stdin, ok, wait_for, wait_up_to,
 };
 
 /// `GET path` on `address`; the status code and body, or `None` if it cannot connect.
@@ -90,13 +89,10 @@ fn rss_kb(pid: u32) -> u64 {
 
 #[tokio::test]
 async fn probes_and_metrics_answer_on_free_ports() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "surface-probe").await;
+    let ns = Scene::cluster("surface-probe").await;
     let identity = format!("probe-{}", ns.name);
     let started = Instant::now();
-    let operator = OperatorProcess::start_with(
-        &ns.name,
+    let operator = ns.start_operator_with(
         &kubeconfig(),
         &[
             "--probe-address",
@@ -202,9 +198,7 @@ async fn probes_and_metrics_answer_on_free_ports() {
 
 #[tokio::test]
 async fn one_of_two_replicas_leads_and_the_standby_takes_over() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "surface-leader").await;
+    let ns = Scene::cluster("surface-leader").await;
     let ids = [
         format!("replica-a-{}", ns.name),
         format!("replica-b-{}", ns.name),
@@ -213,8 +207,7 @@ async fn one_of_two_replicas_leads_and_the_standby_takes_over() {
     let mut replicas: Vec<OperatorProcess> = (0..2)
         .map(|i| {
             let metrics = free_address();
-            OperatorProcess::start_with(
-                &ns.name,
+            ns.start_operator_with(
                 &kubeconfig(),
                 &[
                     "--probe-address",

@@ -14,9 +14,8 @@ use std::process::Command;
 use serde_json::Value;
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
-    OperatorProcess, TestNamespace, apply, assert_no_secret_leak, client, condition, create_secret,
-    get, install_crds, kubectl, kubectl_stdin, ok, running_pods, stagehand, statefulset, stderr,
-    stdout, wait,
+    Scene, apply, assert_no_secret_leak, condition, create_secret, get, kubectl, kubectl_stdin, ok,
+    running_pods, stagehand, statefulset, stderr, stdout, wait,
 };
 
 /// The three comment lines on top of `deploy/manifests/stagehand.yaml`.
@@ -97,8 +96,9 @@ fn the_chart_lints_and_the_committed_manifests_are_its_rendering() {
 #[test]
 fn the_chart_s_crds_are_the_generated_ones() {
     let generated = ok("stagehand crds", &stagehand(&["crds"]));
-    let chart = std::fs::read_to_string(root().join("deploy/charts/stagehand/crds/stagehand-crds.yaml"))
-        .expect("reading the chart's CRDs");
+    let chart =
+        std::fs::read_to_string(root().join("deploy/charts/stagehand/crds/stagehand-crds.yaml"))
+            .expect("reading the chart's CRDs");
     let committed = std::fs::read_to_string(root().join("deploy/crds/stagehand-crds.yaml"))
         .expect("reading deploy/crds/stagehand-crds.yaml");
     assert!(
@@ -297,12 +297,10 @@ async fn workload_and_migration(ns: &str) {
 
 #[tokio::test]
 async fn the_operator_under_the_chart_s_service_account_runs_a_workload_scale() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "rbac-ok").await;
+    let ns = Scene::cluster("rbac-ok").await;
     let (account, _cluster) = install_rbac(&ns.name, &[REDIS_SECRET_NAMES], |_| {});
     let config = service_account_kubeconfig(&ns.name, &account);
-    let _operator = OperatorProcess::start_with(&ns.name, &config, &[]);
+    let _operator = ns.start_operator_with(&config, &[]);
     workload_and_migration(&ns.name).await;
     wait(&ns.name, "migrationrun/pre", "Ready");
     let sts = get(&ns.name, "statefulset/ox-connector");
@@ -312,9 +310,7 @@ async fn the_operator_under_the_chart_s_service_account_runs_a_workload_scale() 
 
 #[tokio::test]
 async fn without_the_scale_permission_the_run_stalls_naming_it() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "rbac-denied").await;
+    let ns = Scene::cluster("rbac-denied").await;
     let (account, _cluster) = install_rbac(&ns.name, &[REDIS_SECRET_NAMES], |doc| {
         if doc["kind"] == "Role"
             && let Some(rules) = doc["rules"].as_array_mut()
@@ -327,7 +323,7 @@ async fn without_the_scale_permission_the_run_stalls_naming_it() {
         }
     });
     let config = service_account_kubeconfig(&ns.name, &account);
-    let _operator = OperatorProcess::start_with(&ns.name, &config, &[]);
+    let _operator = ns.start_operator_with(&config, &[]);
     workload_and_migration(&ns.name).await;
     wait(&ns.name, "migrationrun/pre", "Stalled");
     let run = get(&ns.name, "migrationrun/pre");
@@ -356,9 +352,7 @@ async fn without_the_scale_permission_the_run_stalls_naming_it() {
 /// says (adding `unlisted` to `rbac.secretNames`, creating `absent`) lets the next run go Ready.
 #[tokio::test]
 async fn a_secret_not_listed_is_forbidden_and_the_run_names_the_rule_to_add() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "rbac-secrets").await;
+    let ns = Scene::cluster("rbac-secrets").await;
     let listed_value = format!("listed-{}-S3cret", std::process::id());
     let unlisted_value = format!("unlisted-{}-S3cret", std::process::id());
     let absent_value = format!("absent-{}-S3cret", std::process::id());
@@ -392,7 +386,7 @@ async fn a_secret_not_listed_is_forbidden_and_the_run_names_the_rule_to_add() {
     }
 
     let config = service_account_kubeconfig(&ns.name, &account);
-    let operator = OperatorProcess::start_with(&ns.name, &config, &[]);
+    let operator = ns.start_operator_with(&config, &[]);
     apply(&statefulset(&ns.name, "ox-connector", 1));
     running_pods(&ns.name, "ox-connector", 1).await;
     apply(

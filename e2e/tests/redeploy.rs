@@ -6,10 +6,7 @@
 
 use serde_json::{Value, json};
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
-use stagehand_e2e::{
-    OperatorProcess, TestNamespace, apply, client, get, install_crds, kubectl_stdin, ok,
-    running_pods, statefulset, wait,
-};
+use stagehand_e2e::{Scene, apply, get, kubectl_stdin, ok, running_pods, statefulset, wait};
 
 fn migration(ns: &str) -> String {
     let window = json!({"minimum": "v1.15", "from": "v1.15", "to": "v1.18"});
@@ -48,15 +45,13 @@ fn decisions(run: &Value) -> Vec<(String, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_deployment_runs_untagged_actions_again_and_old_runs_are_deleted() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "redeploy").await;
+    let ns = Scene::cluster("redeploy").await;
     apply(&statefulset(&ns.name, "once", 1));
     apply(&statefulset(&ns.name, "every", 1));
     running_pods(&ns.name, "once", 1).await;
     running_pods(&ns.name, "every", 1).await;
     apply(&migration(&ns.name));
-    let _operator = OperatorProcess::start(&ns.name);
+    let _operator = ns.start_operator();
     wait(&ns.name, "migration/opendesk", "Ready");
 
     let mut names = Vec::new();

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
-    OperatorProcess, TestNamespace, client, delete_crd, get, install_crds, kubectl, kubectl_stdin,
-    ok, stagehand, stderr, stdout, stored_versions, wait_established, wait_for, wait_up_to,
+    Scene, delete_crd, get, install_crds, kubectl, kubectl_stdin, ok, stagehand, stderr, stdout,
+    stored_versions, wait_established, wait_for, wait_up_to,
 };
 
 /// Both tests replace cluster-scoped CRDs; they run one at a time.
@@ -54,7 +54,7 @@ async fn install_v1alpha1_only_crds() {
 #[tokio::test]
 async fn the_lab_replayed_against_the_api_server() {
     let _serial = CLUSTER_SCOPED.lock().await;
-    let client = client().await;
+    let ns = Scene::cluster_without_crds("crd-version").await;
     delete_crd(TUNNELS).await;
 
     // 1. Two versions, v1alpha1 stored.
@@ -72,7 +72,6 @@ async fn the_lab_replayed_against_the_api_server() {
     );
 
     // 2. Two Tunnels through v1alpha1: the deprecation warning arrives on stderr.
-    let ns = TestNamespace::new(&client, "crd-version").await;
     for (name, endpoint) in [("t-east", "10.30.0.11"), ("t-west", "10.30.0.12")] {
         let manifest = format!(
             "apiVersion: net.labhub.io/v1alpha1\nkind: Tunnel\nmetadata:\n  name: {name}\n  namespace: {}\nspec:\n  endpoint: {endpoint}\n  port: 4789\n",
@@ -229,7 +228,7 @@ async fn the_lab_replayed_against_the_api_server() {
 #[tokio::test]
 async fn a_failed_rewrite_never_prunes() {
     let _serial = CLUSTER_SCOPED.lock().await;
-    let client = client().await;
+    let ns = Scene::cluster_without_crds("crd-fail").await;
     delete_crd(TUNNELS).await;
     ok(
         "apply CRD",
@@ -239,7 +238,6 @@ async fn a_failed_rewrite_never_prunes() {
         ),
     );
     wait_established(TUNNELS);
-    let ns = TestNamespace::new(&client, "crd-fail").await;
     for name in ["t-ok-1", "t-stuck", "t-ok-2"] {
         let manifest = format!(
             "apiVersion: net.labhub.io/v1alpha1\nkind: Tunnel\nmetadata:\n  name: {name}\n  namespace: {}\nspec:\n  endpoint: 10.0.0.1\n  port: 1\n",
@@ -354,13 +352,13 @@ spec:
 #[tokio::test]
 async fn own_crds_migrate_from_v1alpha1_storage() {
     let _serial = CLUSTER_SCOPED.lock().await;
-    let client = client().await;
+    let ns = Scene::cluster_without_crds("own-crds").await;
+    let client = ns.client().clone();
     let crds = OWN_CRDS;
     install_v1alpha1_only_crds().await;
     for crd in crds {
         assert_eq!(stored_versions(crd), ["v1alpha1"]);
     }
-    let ns = TestNamespace::new(&client, "own-crds").await;
     let objects = [
         Migration::new(&ns.name)
             .api_version("v1alpha1")
@@ -438,10 +436,9 @@ async fn own_crds_migrate_from_v1alpha1_storage() {
 #[tokio::test]
 async fn the_operator_migrates_its_own_crds_at_start_up() {
     let _serial = CLUSTER_SCOPED.lock().await;
-    let client = client().await;
+    let ns = Scene::cluster_without_crds("startup").await;
     let crds = OWN_CRDS;
     install_v1alpha1_only_crds().await;
-    let ns = TestNamespace::new(&client, "startup").await;
     let objects = [
         Migration::new(&ns.name).api_version("v1alpha1").to_yaml(),
         MigrationRun::new(&ns.name, "pre", "pre")
@@ -457,7 +454,7 @@ async fn the_operator_migrates_its_own_crds_at_start_up() {
     for crd in crds {
         assert_eq!(stored_versions(crd), ["v1alpha1", "v1beta1"]);
     }
-    let operator = OperatorProcess::start(&ns.name);
+    let operator = ns.start_operator();
     for crd in crds {
         wait_for(
             &format!("{crd} storedVersions pruned"),

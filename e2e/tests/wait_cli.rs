@@ -11,8 +11,7 @@ use std::time::{Duration, Instant};
 
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
-    OperatorProcess, TestNamespace, apply, client, install_crds, kubeconfig, running_pods,
-    stagehand, stagehand_bin, statefulset, stderr, stdout,
+    Scene, apply, kubeconfig, running_pods, stagehand, stagehand_bin, statefulset, stderr, stdout,
 };
 
 /// A Migration adopting v1.17.3 whose pre and post stages each scale StatefulSet `sts`.
@@ -78,9 +77,7 @@ fn finish(mut child: Child, limit: Duration) -> (i32, String, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waits_through_an_unseen_run_prints_each_action_and_exits_0_on_success() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "wait-ok").await;
+    let ns = Scene::cluster("wait-ok").await;
     apply(&statefulset(&ns.name, "ums", 1));
     running_pods(&ns.name, "ums", 1).await;
     apply(&migration(&ns.name, "ums"));
@@ -92,7 +89,7 @@ async fn waits_through_an_unseen_run_prints_each_action_and_exits_0_on_success()
         waiting.try_wait().unwrap().is_none(),
         "stagehand wait returned while no operator had seen the run"
     );
-    let _operator = OperatorProcess::start(&ns.name);
+    let _operator = ns.start_operator();
     let (code, out, err) = finish(waiting, Duration::from_secs(110));
     assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
     let run = stagehand_e2e::get(&ns.name, "migrationrun/pre");
@@ -131,13 +128,11 @@ async fn waits_through_an_unseen_run_prints_each_action_and_exits_0_on_success()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exits_1_as_soon_as_the_run_stalls_with_its_message() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "wait-fail").await;
+    let ns = Scene::cluster("wait-fail").await;
     // The StatefulSet the pre stage scales does not exist: the preflight stops the run.
     apply(&migration(&ns.name, "missing"));
     apply(&run(&ns.name, "pre", "pre"));
-    let _operator = OperatorProcess::start(&ns.name);
+    let _operator = ns.start_operator();
     let begun = Instant::now();
     let (code, out, err) = finish(
         spawn_wait(&["migrationrun/pre", "-n", &ns.name, "--timeout", "300s"]),
@@ -161,9 +156,7 @@ async fn exits_1_as_soon_as_the_run_stalls_with_its_message() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exits_2_on_timeout_and_on_usage_errors() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "wait-timeout").await;
+    let ns = Scene::cluster("wait-timeout").await;
     // A run of a Migration that does not exist waits (and no operator runs at all).
     apply(&run(&ns.name, "pre", "pre"));
     let begun = Instant::now();
@@ -203,14 +196,12 @@ async fn exits_2_on_timeout_and_on_usage_errors() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn for_release_waits_for_both_stages() {
-    let client = client().await;
-    install_crds();
-    let ns = TestNamespace::new(&client, "wait-release").await;
+    let ns = Scene::cluster("wait-release").await;
     apply(&statefulset(&ns.name, "ums", 1));
     running_pods(&ns.name, "ums", 1).await;
     apply(&migration(&ns.name, "ums"));
     apply(&run(&ns.name, "pre", "pre"));
-    let _operator = OperatorProcess::start(&ns.name);
+    let _operator = ns.start_operator();
     let waiting = spawn_wait(&[
         "--for-release",
         "v1.18.0",
