@@ -14,12 +14,19 @@ pub fn stagehand_bin() -> PathBuf {
     BIN.get_or_init(|| {
         let root = workspace_root();
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        // The profile this test was built with: a release test (the scale run) drives a
-        // release operator.
-        let profile = if cfg!(debug_assertions) {
-            "debug"
-        } else {
-            "release"
+        // The operator's profile: STAGEHAND_E2E_OPERATOR_PROFILE (`release` or `debug`), else
+        // the profile this test was built with. e2e/test runs the scale and fault tests of a
+        // release operator from the dev-profile test binaries it has already built (the
+        // simulators are optimised in both), instead of building every test crate again in
+        // release.
+        let profile = match std::env::var("STAGEHAND_E2E_OPERATOR_PROFILE").as_deref() {
+            Ok("release") => "release",
+            Ok("debug") => "debug",
+            Ok(other) => panic!(
+                "STAGEHAND_E2E_OPERATOR_PROFILE is {other:?}: set it to release or debug, or unset it"
+            ),
+            Err(_) if cfg!(debug_assertions) => "debug",
+            Err(_) => "release",
         };
         let mut build = Command::new(cargo);
         build.current_dir(&root).args([
