@@ -8,25 +8,32 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::cluster::kubeconfig;
 
-/// The `stagehand` binary of this workspace, built (once per test process) if needed.
+/// The `stagehand` binary of this workspace, built (once per test process) if needed; or,
+/// when `STAGEHAND_E2E_OPERATOR_BIN` names one (relative to the workspace root, or absolute),
+/// that binary, built by whoever set it. e2e/test sets it to the release operator it built
+/// beside the test run, and runs the scale and fault tests of a release operator from the
+/// dev-profile test binaries it has already built (the simulators are optimised in both
+/// profiles), instead of building every test crate again in release.
 pub fn stagehand_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
         let root = workspace_root();
+        if let Some(given) = std::env::var_os("STAGEHAND_E2E_OPERATOR_BIN") {
+            let bin = root.join(given);
+            assert!(
+                bin.is_file(),
+                "STAGEHAND_E2E_OPERATOR_BIN names {}, which is not a file: build it (cargo build --release -p stagehand --bin stagehand) or unset the variable",
+                bin.display()
+            );
+            return bin;
+        }
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        // The operator's profile: STAGEHAND_E2E_OPERATOR_PROFILE (`release` or `debug`), else
-        // the profile this test was built with. e2e/test runs the scale and fault tests of a
-        // release operator from the dev-profile test binaries it has already built (the
-        // simulators are optimised in both), instead of building every test crate again in
-        // release.
-        let profile = match std::env::var("STAGEHAND_E2E_OPERATOR_PROFILE").as_deref() {
-            Ok("release") => "release",
-            Ok("debug") => "debug",
-            Ok(other) => panic!(
-                "STAGEHAND_E2E_OPERATOR_PROFILE is {other:?}: set it to release or debug, or unset it"
-            ),
-            Err(_) if cfg!(debug_assertions) => "debug",
-            Err(_) => "release",
+        // The profile this test was built with: a release test build drives a release
+        // operator.
+        let profile = if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
         };
         let mut build = Command::new(cargo);
         build.current_dir(&root).args([

@@ -48,7 +48,7 @@ fn repeated(counts: &BTreeMap<String, usize>) -> Vec<(&String, &usize)> {
 }
 
 // A debug build takes several minutes for the export alone: e2e/test runs it in release.
-#[ignore = "run against a release operator by e2e/test: STAGEHAND_E2E_OPERATOR_PROFILE=release cargo test -p stagehand-e2e --test faults_apiserver_accounts -- --ignored"]
+#[ignore = "run against a release operator by e2e/test: STAGEHAND_E2E_OPERATOR_BIN=target/release/stagehand cargo test -p stagehand-e2e --test faults_apiserver_accounts -- --ignored"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_api_server_lost_mid_functional_accounts_export() {
     let n = usize::try_from(env_or("STAGEHAND_FA_SCALE", 5_000)).unwrap();

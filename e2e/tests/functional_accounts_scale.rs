@@ -32,7 +32,7 @@ fn run_stage(ns: &str, name: &str, stage: &str) -> (Duration, serde_json::Value)
 }
 
 // Run by e2e/test against a release operator (`-- --ignored`): a debug operator takes ~13 minutes.
-#[ignore = "run against a release operator by e2e/test: STAGEHAND_E2E_OPERATOR_PROFILE=release cargo test -p stagehand-e2e --test functional_accounts_scale -- --ignored"]
+#[ignore = "run against a release operator by e2e/test: STAGEHAND_E2E_OPERATOR_BIN=target/release/stagehand cargo test -p stagehand-e2e --test functional_accounts_scale -- --ignored"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn five_thousand_functional_accounts_with_three_users_each() {
     let n: usize = std::env::var("STAGEHAND_FA_SCALE")

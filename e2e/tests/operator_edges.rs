@@ -344,12 +344,12 @@ async fn a_reconcile_of_an_old_copy_changes_nothing() {
 /// Migration's run, created after them, goes Ready long before the last of them.
 ///
 /// Against a release operator only (`e2e/test` runs it with
-/// `STAGEHAND_E2E_OPERATOR_PROFILE=release` and `--ignored`, like the
+/// `STAGEHAND_E2E_OPERATOR_BIN` naming a release operator and `--ignored`, like the
 /// scale test): every reconcile of a run decodes its Migration's runs from the store, so a
 /// debug operator on a loaded 2-core machine did not reach the other run within 300 s
 /// (24 of the 1,000 done after 4 minutes).
 #[tokio::test]
-#[ignore = "1,000 runs: run by e2e/test against a release operator (STAGEHAND_E2E_OPERATOR_PROFILE=release, --ignored)"]
+#[ignore = "1,000 runs: run by e2e/test against a release operator (STAGEHAND_E2E_OPERATOR_BIN, --ignored)"]
 async fn a_thousand_runs_of_one_migration_created_at_once() {
     const N: usize = 1000;
     let ns = Scene::operator("edge-burst").await;
