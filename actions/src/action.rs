@@ -89,6 +89,11 @@ pub struct ActionContext {
     /// [`ActionError::Interrupted`] with what was done), so that the next run of it works out
     /// what is left.
     pub stop: StopSignal,
+    /// The findings a person approved for this run (a `Manual` run whose plan carried them,
+    /// docs/design.md#findings): an action that reports findings compares what it finds at
+    /// execution with them and stops before its first change when they differ
+    /// ([`ActionError::FindingsChanged`]). `None`: nothing was approved, nothing to compare.
+    pub approved_findings: Option<Findings>,
 }
 
 /// Asks a running action to stop at its next safe point. Cheap to clone; the default never
@@ -197,11 +202,16 @@ impl fmt::Debug for ActionContext {
     }
 }
 
-/// What a phase did or would do, in a short human summary (it goes into the run's status).
+/// What a phase did or would do, in a short human summary (it goes into the run's status),
+/// and, for an action whose work is a list a person reviews, the list itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
     /// E.g. `StatefulSet ox-connector: 2 -> 0 replicas; 2 pods gone after 3s`.
     pub summary: String,
+    /// The objects the phase found and would change (or changed), one row each: what a
+    /// review reads instead of a Job log. The operator keeps them after the run
+    /// (docs/design.md#findings). `None` for actions that report no list.
+    pub findings: Option<Findings>,
 }
 
 impl Outcome {
@@ -209,7 +219,117 @@ impl Outcome {
     pub fn new(summary: impl Into<String>) -> Self {
         Self {
             summary: summary.into(),
+            findings: None,
         }
+    }
+
+    /// The same outcome carrying `findings`.
+    #[must_use]
+    pub fn with_findings(mut self, findings: Findings) -> Self {
+        self.findings = Some(findings);
+        self
+    }
+}
+
+/// The objects an action found, as a table a person reviews: named columns, one row per
+/// object, each row in a group (e.g. `orphaned`, `guest`), and counts the summary quotes
+/// (e.g. `activeOidcBound`). Rows are kept sorted so that two readings of the same state are
+/// equal, and their [`Findings::digest`] is what an approval binds.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Findings {
+    /// The column names, in order (e.g. `matrixId`, `displayName`, `oidcSubject`, `created`).
+    pub columns: Vec<String>,
+    /// The rows.
+    pub rows: Vec<FindingRow>,
+    /// Named counts (e.g. `orphaned: 3`, `activeOidcBound: 12`).
+    #[serde(default)]
+    pub counts: BTreeMap<String, u64>,
+}
+
+/// One object found: its group and its values, one per column.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub struct FindingRow {
+    /// Which list it is in (e.g. `orphaned`, `guest`).
+    pub group: String,
+    /// The values, in the order of [`Findings::columns`]; the first identifies the object.
+    pub values: Vec<String>,
+}
+
+impl Findings {
+    /// Findings with these columns and rows (sorted) and counts.
+    pub fn new(
+        columns: &[&str],
+        mut rows: Vec<FindingRow>,
+        counts: impl IntoIterator<Item = (String, u64)>,
+    ) -> Self {
+        rows.sort();
+        Self {
+            columns: columns.iter().map(|c| (*c).to_string()).collect(),
+            rows,
+            counts: counts.into_iter().collect(),
+        }
+    }
+
+    /// A digest of the rows (group and the identifying first value of each), what an approval
+    /// binds: the same objects found give the same digest, whatever else changed about them.
+    pub fn digest(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut hasher = Sha256::new();
+        for row in &self.rows {
+            hasher.update(row.group.as_bytes());
+            hasher.update([0]);
+            hasher.update(row.values.first().map_or("", String::as_str).as_bytes());
+            hasher.update([0xff]);
+        }
+        let bytes = hasher.finalize();
+        bytes.iter().fold(String::from("sha256:"), |mut out, b| {
+            out.push_str(&format!("{b:02x}"));
+            out
+        })
+    }
+
+    /// The objects found now (`self`) that were not approved, and the approved ones no longer
+    /// found, by group and identifying value: `None` when they are the same objects.
+    pub fn difference_from(&self, approved: &Findings) -> Option<String> {
+        let keys = |f: &Findings| -> std::collections::BTreeSet<(String, String)> {
+            f.rows
+                .iter()
+                .map(|r| {
+                    (
+                        r.group.clone(),
+                        r.values.first().cloned().unwrap_or_default(),
+                    )
+                })
+                .collect()
+        };
+        let (now, then) = (keys(self), keys(approved));
+        if now == then {
+            return None;
+        }
+        let show = |set: Vec<&(String, String)>| -> String {
+            let shown: Vec<String> = set
+                .iter()
+                .take(20)
+                .map(|(g, k)| format!("{k} ({g})"))
+                .collect();
+            let more = set.len().saturating_sub(shown.len());
+            if more > 0 {
+                format!("{} (and {more} more)", shown.join(", "))
+            } else {
+                shown.join(", ")
+            }
+        };
+        let added: Vec<_> = now.difference(&then).collect();
+        let gone: Vec<_> = then.difference(&now).collect();
+        let mut parts = Vec::new();
+        if !added.is_empty() {
+            parts.push(format!("found now but not approved: {}", show(added)));
+        }
+        if !gone.is_empty() {
+            parts.push(format!("approved but no longer found: {}", show(gone)));
+        }
+        Some(parts.join("; "))
     }
 }
 
@@ -256,6 +376,11 @@ pub enum ActionError {
     /// differing, a wait timed out, a task died.
     #[error("{0}")]
     Failed(String),
+    /// What the action found at execution is not what a person approved
+    /// ([`ActionContext::approved_findings`]); nothing was changed. The message names the
+    /// difference. A new run plans (and is approved) again.
+    #[error("{0}")]
+    FindingsChanged(String),
     /// The operator asked the action to stop (it lost its leadership, or it is shutting
     /// down) and it did, at a safe point: every request it sent was answered. Not a failure:
     /// the run stays resumable and the next run of the action works out what is left.
@@ -308,6 +433,7 @@ impl ActionError {
             ActionError::InvalidAnswer(m) => ActionError::InvalidAnswer(f(m)),
             ActionError::Unavailable(m) => ActionError::Unavailable(f(m)),
             ActionError::Failed(m) => ActionError::Failed(f(m)),
+            ActionError::FindingsChanged(m) => ActionError::FindingsChanged(f(m)),
             e @ (ActionError::Config(_) | ActionError::Kubernetes { .. }) => {
                 ActionError::Failed(f(e.to_string()))
             }

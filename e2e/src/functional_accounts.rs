@@ -490,6 +490,7 @@ impl World {
             }),
             run: Default::default(),
             stop: Default::default(),
+            approved_findings: None,
         };
         World {
             minio,

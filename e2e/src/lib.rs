@@ -7,6 +7,7 @@
 //! This file only names the modules and re-exports what the tests use by its short name.
 
 pub mod cluster;
+pub mod exec_node;
 pub mod functional_accounts;
 pub mod kill_matrix;
 pub mod kube_proxy;

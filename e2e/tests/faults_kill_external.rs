@@ -235,6 +235,7 @@ async fn flush_intercom_sessions_survives_a_kill_at_every_point() {
         object_store: None,
         run: Default::default(),
         stop: Default::default(),
+        approved_findings: None,
     };
     action.plan(&ctx).await.unwrap();
     action.apply(&ctx).await.unwrap();

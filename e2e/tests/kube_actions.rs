@@ -33,6 +33,7 @@ fn ctx(client: &Client, ns: &TestNamespace) -> ActionContext {
         object_store: None,
         run: Default::default(),
         stop: Default::default(),
+        approved_findings: None,
     }
 }
 
@@ -359,6 +360,7 @@ subjects:
         object_store: None,
         run: Default::default(),
         stop: Default::default(),
+        approved_findings: None,
     };
     for (id, config) in [
         (

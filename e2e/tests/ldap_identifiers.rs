@@ -5,9 +5,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+
+use std::process::Command;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use stagehand_actions::action::{Action, ActionContext, SecretValue, Secrets};
@@ -16,8 +16,9 @@ use stagehand_actions::clients::ldap::escape::child_dn;
 use stagehand_actions::clients::ldap::exec::{CommandRunner, ExecDirectory, KubeExec};
 use stagehand_actions::clients::ldap::ldif;
 use stagehand_actions::ldap_entryuuid_to_object_identifier::Config;
+use stagehand_e2e::exec_node::LocalExecNode;
 use stagehand_e2e::slapd::{BASE_DN, LocalLdapUtils, ROOT_DN, ROOT_PASSWORD, Slapd, SlapdOptions};
-use stagehand_e2e::{Scene, kubeconfig, kubectl, kubectl_stdin, ok, running_pods};
+use stagehand_e2e::{Scene, kubectl_stdin, ok, running_pods};
 
 const ID: &str = "ldap_entryuuid_to_object_identifier";
 const MIGRATOR_DN: &str = "cn=migrator,dc=swp-ldap,dc=internal";
@@ -47,6 +48,7 @@ fn ctx_with(password: Option<&str>) -> ActionContext {
         object_store: None,
         run: Default::default(),
         stop: Default::default(),
+        approved_findings: None,
     }
 }
 
@@ -591,6 +593,7 @@ spec:
         object_store: None,
         run: Default::default(),
         stop: Default::default(),
+        approved_findings: None,
     };
     let act = action(json!({}));
     let err = tokio::time::timeout(Duration::from_secs(60), act.plan(&ctx))
@@ -663,140 +666,6 @@ async fn config_errors_are_reported_before_connecting() {
     let c = config(json!({}));
     assert!(c.ldap.url.is_none());
     assert_eq!(c.ldap.pod, "ums-ldap-server-primary-0");
-}
-
-/// A kwok of the test's own, serving the kubelet API of one tainted node of its own. Its
-/// `ClusterExec` runs every exec in a pod on that node as a command on this machine: the
-/// Kubernetes exec API end to end (kube-apiserver, the kubelet API, the WebSocket streams,
-/// stdin, stdout, stderr, exit status), with the command reaching the local slapd. Killed by
-/// PID and its node deleted on drop.
-struct LocalExecNode {
-    child: Child,
-    node: String,
-    dir: PathBuf,
-}
-
-impl LocalExecNode {
-    fn start() -> Self {
-        let kubeconfig = kubeconfig();
-        let env_file = Path::new(&kubeconfig).with_file_name("env");
-        let env = std::fs::read_to_string(&env_file).unwrap_or_default();
-        let bin = env
-            .lines()
-            .find_map(|l| l.strip_prefix("export STAGEHAND_K8S_BIN="))
-            .map(|v| PathBuf::from(v.trim_matches('\'')))
-            .unwrap_or_else(|| {
-                panic!(
-                    "{} does not name STAGEHAND_K8S_BIN: start the control plane with e2e/cluster/up (it builds kwok)",
-                    env_file.display()
-                )
-            });
-        let kwok = bin.join("kwok");
-        let stages = std::fs::read_to_string(bin.join("kwok-stages.yaml"))
-            .unwrap_or_else(|e| panic!("{}: {e} (run e2e/cluster/build)", bin.display()));
-        assert!(
-            kwok.is_file(),
-            "{} is missing: run e2e/cluster/build",
-            kwok.display()
-        );
-        let node = format!("ldap-exec-{}", std::process::id());
-        let dir = std::env::temp_dir().join(format!("sh-{node}"));
-        std::fs::create_dir_all(&dir).unwrap();
-        let config = format!(
-            "{stages}\n---\napiVersion: kwok.x-k8s.io/v1alpha1\nkind: ClusterExec\nmetadata:\n  name: local-commands\nspec:\n  execs:\n  - containers: [main]\n    local:\n      workDir: {}\n",
-            dir.display()
-        );
-        std::fs::write(dir.join("kwok.yaml"), config).unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let log = std::fs::File::create(dir.join("kwok.log")).unwrap();
-        let child = Command::new(&kwok)
-            .arg(format!("--kubeconfig={kubeconfig}"))
-            .arg(format!("--config={}", dir.join("kwok.yaml").display()))
-            .args([
-                "--manage-all-nodes=false",
-                &format!("--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node={node}"),
-                "--node-ip=127.0.0.1",
-                &format!("--node-port={port}"),
-                "--cidr=127.3.0.0/16",
-                "--node-lease-duration-seconds=40",
-                &format!("--server-address=127.0.0.1:{port}"),
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", kwok.display()));
-        let me = Self { child, node, dir };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "kwok did not listen:\n{}",
-                me.log()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        ok(
-            "create node",
-            &kubectl_stdin(
-                &["create", "-f", "-"],
-                Some(&format!(
-                    r#"{{"apiVersion": "v1", "kind": "Node", "metadata": {{"name": "{n}",
-                     "annotations": {{"kwok.x-k8s.io/node": "{n}"}}, "labels": {{"type": "kwok"}}}},
-                     "spec": {{"taints": [{{"key": "stagehand.dev/local-exec", "effect": "NoSchedule"}}]}}}}"#,
-                    n = me.node
-                )),
-            ),
-        );
-        ok(
-            "node Ready",
-            &kubectl(&[
-                "wait",
-                "--for=condition=Ready",
-                "--timeout=60s",
-                &format!("node/{}", me.node),
-            ]),
-        );
-        me
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("kwok.log")).unwrap_or_default()
-    }
-
-    /// A pod on this node with one container `main`.
-    fn pod(&self, name: &str, app: &str) -> String {
-        format!(
-            r#"{{"apiVersion": "v1", "kind": "Pod",
-             "metadata": {{"name": "{name}", "labels": {{"app": "{app}"}}}},
-             "spec": {{"nodeName": "{node}", "terminationGracePeriodSeconds": 0,
-               "tolerations": [{{"key": "stagehand.dev/local-exec", "operator": "Exists"}}],
-               "containers": [{{"name": "main", "image": "example.invalid/openldap:1"}}]}}}}"#,
-            node = self.node
-        )
-    }
-}
-
-impl Drop for LocalExecNode {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("---- kwok (local exec) log ----\n{}", self.log());
-        }
-        let _ = kubectl(&[
-            "delete",
-            "node",
-            &self.node,
-            "--wait=false",
-            "--ignore-not-found",
-        ]);
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
 }
 
 #[tokio::test]

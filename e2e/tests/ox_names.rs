@@ -140,6 +140,7 @@ impl World {
             object_store: None,
             run: Default::default(),
             stop: Default::default(),
+            approved_findings: None,
         }
     }
 

@@ -57,6 +57,7 @@ fn context(password: &str) -> ActionContext {
         object_store: None,
         run: Default::default(),
         stop: Default::default(),
+        approved_findings: None,
     }
 }
 

@@ -41,6 +41,7 @@ fn offline_ctx(password: &str) -> ActionContext {
         object_store: None,
         run: Default::default(),
         stop: Default::default(),
+        approved_findings: None,
     }
 }
 

@@ -70,6 +70,7 @@ fn main() -> std::process::ExitCode {
             object_store: None,
             run: Default::default(),
             stop: Default::default(),
+            approved_findings: None,
         };
         let t0 = Instant::now();
         let planned = match action.plan(&ctx).await {

@@ -90,6 +90,7 @@ async fn run(config: &serde_json::Value) -> Result<(), String> {
             ..RunIdentity::default()
         },
         stop: Default::default(),
+        approved_findings: None,
     };
     let server = std::env::var("REDIS_PID").ok();
     let cpu = || server.as_deref().and_then(server_cpu_seconds);

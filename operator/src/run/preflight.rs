@@ -230,6 +230,7 @@ pub(super) async fn step(
             apply_follows: false,
         },
         stop: r.context.steering.stop.clone(),
+        approved_findings: None,
     };
     // The run writes the ledger when a tagged action succeeds, and a post run when it ends.
     let writes_ledger = !r.run.spec.dry_run
