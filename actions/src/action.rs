@@ -488,6 +488,14 @@ pub trait Action: Send + Sync + fmt::Debug {
         false
     }
 
+    /// Whether the action's outcome carries [`Findings`] (the list a person reviews). The
+    /// operator plans such an action before a `Manual` run waits for its approval, keeps its
+    /// findings and binds them into the digest approved; at execution the action receives them
+    /// as [`ActionContext::approved_findings`] (docs/design.md#findings).
+    fn reports_findings(&self) -> bool {
+        false
+    }
+
     /// Read-only, run for every planned action of the stage before the first change: proves
     /// connectivity and credentials that do not depend on what earlier actions change (an API
     /// answering, a credential accepted, a bucket reachable). The default proves nothing.

@@ -21,9 +21,12 @@ use stagehand_config::{ConfigIssue, Needs};
 use tracing::info;
 
 use crate::action::ActionConfig;
-use crate::action::{Action, ActionContext, ActionError, Outcome, StopSignal};
+use crate::action::{
+    Action, ActionContext, ActionError, FindingRow, Findings, Outcome, StopSignal,
+};
 use crate::clients::IDENTIFIER;
 use crate::clients::ldap::{Directory, Entry, Refused, Replace};
+pub use crate::clients::{format_uuid, parse_uuid};
 use crate::shared_config::{Ldap, needs_secrets};
 use crate::text::plural;
 
@@ -53,44 +56,6 @@ pub const ENTRY_UUID: &str = "entryUUID";
 pub const FILTER: &str = "(univentionObjectIdentifier=*)";
 /// How many DNs a message lists before it counts the rest.
 const LIST_LIMIT: usize = 20;
-
-/// A UUID's 128 bits from its text: 32 hex digits, any case, hyphens anywhere, optional
-/// braces. `None` when it is not a UUID.
-pub fn parse_uuid(text: &str) -> Option<u128> {
-    let trimmed = text.trim();
-    let inner = trimmed
-        .strip_prefix('{')
-        .and_then(|t| t.strip_suffix('}'))
-        .unwrap_or(trimmed);
-    let mut value: u128 = 0;
-    let mut digits = 0;
-    for c in inner.chars() {
-        if c == '-' {
-            continue;
-        }
-        let digit = c.to_digit(16)?;
-        digits += 1;
-        if digits > 32 {
-            return None;
-        }
-        value = (value << 4) | u128::from(digit);
-    }
-    (digits == 32).then_some(value)
-}
-
-/// The canonical text of a UUID: lower case, 8-4-4-4-12.
-pub fn format_uuid(uuid: u128) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(36);
-    for i in 0..32 {
-        if matches!(i, 8 | 12 | 16 | 20) {
-            out.push('-');
-        }
-        let nibble = (uuid >> (124 - 4 * i)) & 0xf;
-        out.push(char::from(HEX[nibble as usize]));
-    }
-    out
-}
 
 /// What the directory holds, sorted out.
 #[derive(Debug, Default)]
@@ -138,6 +103,34 @@ fn survey(entries: &[Entry]) -> Survey {
     s
 }
 
+/// The group of the findings' rows: objects whose identifier differs from their entryUUID.
+pub const DIFFERS: &str = "differs";
+
+/// The findings of a reading (docs/design.md#findings): one row per object whose identifier
+/// differs from its entryUUID (`dn`, `objectIdentifier` as it is, `entryUUID`), group
+/// [`DIFFERS`]; counts `carrying` (objects carrying the identifier) and `differs`.
+pub fn findings_of(entries: &[Entry]) -> Findings {
+    let rows: Vec<FindingRow> = entries
+        .iter()
+        .filter_map(|e| {
+            let change = change_of(e)?;
+            Some(FindingRow {
+                group: DIFFERS.to_string(),
+                values: vec![change.dn, e.values(IDENTIFIER).join(" "), change.value],
+            })
+        })
+        .collect();
+    let differs = rows.len() as u64;
+    Findings::new(
+        &["dn", IDENTIFIER, ENTRY_UUID],
+        rows,
+        [
+            ("carrying".to_string(), entries.len() as u64),
+            (DIFFERS.to_string(), differs),
+        ],
+    )
+}
+
 /// `a, b, c (and 7 more)`.
 fn list<'a>(items: impl ExactSizeIterator<Item = &'a str>) -> String {
     let total = items.len();
@@ -151,11 +144,13 @@ fn list<'a>(items: impl ExactSizeIterator<Item = &'a str>) -> String {
 
 impl Config {
     async fn read(&self, dir: &dyn Directory) -> Result<Survey, ActionError> {
-        let entries = dir
-            .search(&self.ldap.base_dn, FILTER, &[ENTRY_UUID, IDENTIFIER])
+        Ok(survey(&self.entries(dir).await?))
+    }
+
+    async fn entries(&self, dir: &dyn Directory) -> Result<Vec<Entry>, ActionError> {
+        dir.search(&self.ldap.base_dn, FILTER, &[ENTRY_UUID, IDENTIFIER])
             .await
-            .map_err(ActionError::from)?;
-        Ok(survey(&entries))
+            .map_err(ActionError::from)
     }
 
     fn unreadable_error(&self, dir: &dyn Directory, s: &Survey) -> ActionError {
@@ -172,7 +167,9 @@ impl Config {
     /// The planning phase on a given directory: reads, changes nothing, says how many
     /// objects differ.
     pub async fn plan_on(&self, dir: &dyn Directory) -> Result<Outcome, ActionError> {
-        let s = self.read(dir).await?;
+        let entries = self.entries(dir).await?;
+        let findings = findings_of(&entries);
+        let s = survey(&entries);
         if !s.unreadable.is_empty() {
             return Err(self.unreadable_error(dir, &s));
         }
@@ -186,38 +183,70 @@ impl Config {
         if s.changes.is_empty() {
             return Ok(Outcome::new(format!(
                 "{head}; all match their {ENTRY_UUID}: nothing to do"
-            )));
+            ))
+            .with_findings(findings));
         }
         Ok(Outcome::new(format!(
             "{head}; {} differ from their {ENTRY_UUID} and would be set to it: {}",
             s.changes.len(),
             list(s.changes.iter().map(|c| c.dn.as_str()))
-        )))
+        ))
+        .with_findings(findings))
     }
 
     /// The apply phase on a given directory: sets the differing identifiers, reads back, fails
     /// naming what still differs. With `dryRun` it only plans.
     pub async fn apply_on(&self, dir: &dyn Directory) -> Result<Outcome, ActionError> {
-        self.apply_until(dir, &StopSignal::never()).await
+        self.apply_until(dir, &StopSignal::never(), None).await
     }
 
     /// [`Config::apply_on`], stopping at its safe points when `stop` asks: before the search
     /// and its changes start, and after them, before the read-back. The changes are one
     /// batch (one `ldapmodify` in the pod, or one connection's modifies) that is let finish;
     /// applied again, the action finds those entries matching and changes only the rest.
+    ///
+    /// With `approved` (the findings a person approved, docs/design.md#findings), the
+    /// directory is read first and the action stops with [`ActionError::FindingsChanged`],
+    /// nothing changed, when other objects differ now; the changes then touch only the
+    /// approved objects (one that started to differ between that reading and the changes is
+    /// left alone, and the read-back names it).
     pub async fn apply_until(
         &self,
         dir: &dyn Directory,
         stop: &StopSignal,
+        approved: Option<&Findings>,
     ) -> Result<Outcome, ActionError> {
         stop.check()?;
         if self.dry_run {
             let planned = self.plan_on(dir).await?;
-            return Ok(Outcome::new(format!(
-                "dryRun is set, nothing changed: {}",
-                planned.summary
-            )));
+            let summary = format!("dryRun is set, nothing changed: {}", planned.summary);
+            return Ok(Outcome {
+                summary,
+                findings: planned.findings,
+            });
         }
+        let allowed: Option<std::collections::BTreeSet<String>> = match approved {
+            Some(approved) => {
+                let now = findings_of(&self.entries(dir).await?);
+                if let Some(difference) = now.difference_from(approved) {
+                    return Err(ActionError::FindingsChanged(format!(
+                        "the objects whose {IDENTIFIER} differs from their {ENTRY_UUID} below {} ({}) are not the ones approved: {difference}; nothing was changed. Create a new run, review its findings (stagehand report) and approve them",
+                        self.ldap.base_dn,
+                        dir.describe()
+                    )));
+                }
+                Some(
+                    approved
+                        .rows
+                        .iter()
+                        .filter_map(|r| r.values.first().cloned())
+                        .collect(),
+                )
+            }
+            None => None,
+        };
+        let change =
+            |e: &Entry| change_of(e).filter(|c| allowed.as_ref().is_none_or(|a| a.contains(&c.dn)));
         // Search, then change what differs. Entries without a readable entryUUID get no
         // change: the planning phase refuses to go on with them, and the read-back below
         // names them.
@@ -226,10 +255,11 @@ impl Config {
                 &self.ldap.base_dn,
                 FILTER,
                 &[ENTRY_UUID, IDENTIFIER],
-                &change_of,
+                &change,
             )
             .await
             .map_err(ActionError::from)?;
+        let changed = findings_of(&done.found);
         let before = survey(&done.found);
         let refused = done.refused;
         if before.changes.is_empty() && before.unreadable.is_empty() {
@@ -242,7 +272,8 @@ impl Config {
                 } else {
                     "carry"
                 },
-            )));
+            ))
+            .with_findings(changed));
         }
         if let Err(stopped) = stop.check() {
             info!(
@@ -290,7 +321,8 @@ impl Config {
             self.ldap.base_dn,
             dir.describe(),
             after.carrying
-        )))
+        ))
+        .with_findings(changed))
     }
 }
 
@@ -315,7 +347,8 @@ impl Action for Config {
     fn apply<'a>(&'a self, ctx: &'a ActionContext) -> BoxFuture<'a, Result<Outcome, ActionError>> {
         Box::pin(async move {
             let dir = self.ldap.directory(ctx).await?;
-            self.apply_until(dir.as_ref(), &ctx.stop).await
+            self.apply_until(dir.as_ref(), &ctx.stop, ctx.approved_findings.as_ref())
+                .await
         })
     }
 
@@ -325,6 +358,11 @@ impl Action for Config {
 
     fn dry_run(&self) -> bool {
         self.dry_run
+    }
+
+    /// The objects that differ, one row each ([`findings_of`]).
+    fn reports_findings(&self) -> bool {
+        true
     }
 
     /// The direct transport connects and binds as planning does; the exec transport proves the
@@ -509,19 +547,62 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn findings_list_what_differs_and_an_apply_changes_only_what_was_approved() {
+        let dir = sample();
+        let config = Config::default();
+        let planned = config.plan_on(&dir).await.unwrap().findings.unwrap();
+        assert_eq!(planned.columns, ["dn", IDENTIFIER, ENTRY_UUID]);
+        assert_eq!(
+            planned.rows,
+            [FindingRow {
+                group: DIFFERS.into(),
+                values: vec!["uid=differs,dc=x".into(), "legacy-1".into(), U1.into()],
+            }]
+        );
+        assert_eq!(planned.counts["carrying"], 2);
+        assert_eq!(planned.counts[DIFFERS], 1);
+
+        // Another object differs now: nothing changes, the message names it.
+        dir.entries
+            .lock()
+            .unwrap()
+            .get_mut("uid=matches,dc=x")
+            .unwrap()
+            .attrs
+            .insert(IDENTIFIER.to_ascii_lowercase(), vec!["legacy-2".into()]);
+        let out = config
+            .apply_until(&dir, &StopSignal::never(), Some(&planned))
+            .await;
+        assert!(
+            matches!(&out, Err(ActionError::FindingsChanged(m)) if m.contains("found now but not approved: uid=matches,dc=x (differs)")),
+            "{out:?}"
+        );
+        assert_eq!(*dir.modifications.lock().unwrap(), 0, "nothing changed");
+
+        // The approved set found again: applied, and the findings are what was changed.
+        let now = config.plan_on(&dir).await.unwrap().findings.unwrap();
+        let applied = config
+            .apply_until(&dir, &StopSignal::never(), Some(&now))
+            .await
+            .unwrap();
+        assert_eq!(applied.findings.unwrap().rows.len(), 2);
+        assert_eq!(dir.id("uid=matches,dc=x"), [U2]);
+    }
+
+    #[tokio::test]
     async fn a_stop_is_seen_before_the_changes_and_before_the_read_back() {
         let config = Config::default();
         let (tx, asked) = StopSignal::channel();
         tx.stop("the operator is stopping");
         let dir = sample();
-        let out = config.apply_until(&dir, &asked).await;
+        let out = config.apply_until(&dir, &asked, None).await;
         assert!(matches!(out, Err(ActionError::Stopped(_))), "{out:?}");
         assert_eq!(*dir.modifications.lock().unwrap(), 0, "nothing changed");
 
         let (tx, signal) = StopSignal::channel();
         let mut dir = sample();
         dir.stop_during_changes = Some(tx);
-        let out = config.apply_until(&dir, &signal).await;
+        let out = config.apply_until(&dir, &signal, None).await;
         assert!(matches!(out, Err(ActionError::Stopped(_))), "{out:?}");
         assert_eq!(*dir.modifications.lock().unwrap(), 1, "the batch finished");
         assert_eq!(dir.id("uid=differs,dc=x"), [U1]);

@@ -28,6 +28,7 @@ pub mod action;
 pub mod batch;
 pub mod check;
 pub mod clients;
+pub mod configmap_create;
 pub mod crd_storage_version_migrate;
 pub mod flush_intercom_sessions;
 pub mod functional_accounts;
@@ -38,7 +39,10 @@ pub mod ox_connector_restart;
 pub mod ox_names_to_object_identifier;
 pub mod provisioning_drop_subscriptions;
 pub mod shared_config;
+pub mod synapse_deactivate_orphaned_users;
+pub mod synapse_signing_key_export;
 pub mod text;
+pub mod udm_remove_legacy_hashes;
 pub mod workload_scale;
 
 use stagehand_config::{ActionCatalog, ConfigIssue};
@@ -93,6 +97,10 @@ library!(
     functional_accounts::export,
     functional_accounts::import,
     crd_storage_version_migrate,
+    synapse_deactivate_orphaned_users,
+    configmap_create,
+    synapse_signing_key_export,
+    udm_remove_legacy_hashes,
 );
 
 /// The action library as validation sees it.

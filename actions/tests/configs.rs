@@ -25,6 +25,7 @@ fn minimal(id: &str) -> Value {
         }
         "provisioning_drop_subscriptions" => json!({"subscriptions": ["ox-connector"]}),
         "crd_storage_version_migrate" => json!({"crd": "tunnels.net.labhub.io"}),
+        "configmap_create" => json!({"configmap": {"name": "element-markers"}}),
         _ => json!({}),
     }
 }
@@ -60,6 +61,7 @@ fn the_library_knows_all_nine_ids() {
     assert_eq!(
         ids,
         vec![
+            "configmap_create",
             "crd_storage_version_migrate",
             "flush_intercom_sessions",
             "ldap_entryuuid_to_object_identifier",
@@ -68,6 +70,9 @@ fn the_library_knows_all_nine_ids() {
             "ox_names_to_object_identifier",
             "ox_shared_accounts_import",
             "provisioning_drop_subscriptions",
+            "synapse_deactivate_orphaned_users",
+            "synapse_signing_key_export",
+            "udm_remove_legacy_hashes",
             "workload_scale",
         ]
     );
@@ -185,6 +190,29 @@ fn the_config_blocks_of_the_reference_are_valid() {
                 "keyPattern": "sess:*",
                 "requestTimeoutSeconds": 30,
             }}),
+        ),
+        (
+            "configmap_create",
+            json!({"configmap": {
+                "name": "element-markers",
+                "data": {"MATRIX_STACK_MSC3861": "legacy_auth"},
+                "labels": {"app.kubernetes.io/managed-by": "matrix-tools-deployment-markers"},
+            }}),
+        ),
+        (
+            "synapse_signing_key_export",
+            json!({
+                "source": {
+                    "pod": "opendesk-synapse-0",
+                    "container": "synapse",
+                    "path": "/media/generatedSecrets/signingKey",
+                },
+                "target": {
+                    "secret": "element-generated",
+                    "key": "SYNAPSE_SIGNING_KEY",
+                    "labels": {"app.kubernetes.io/managed-by": "matrix-tools-init-secrets"},
+                },
+            }),
         ),
     ];
     for (id, block) in blocks {
@@ -660,6 +688,16 @@ fn the_library_dispatches_each_id_to_its_config_type() {
             }
             "ox_shared_accounts_import" => issues::<ox_shared_accounts_import::Config>(config),
             "crd_storage_version_migrate" => issues::<crd_storage_version_migrate::Config>(config),
+            "configmap_create" => issues::<stagehand_actions::configmap_create::Config>(config),
+            "synapse_signing_key_export" => {
+                issues::<stagehand_actions::synapse_signing_key_export::Config>(config)
+            }
+            "synapse_deactivate_orphaned_users" => {
+                issues::<stagehand_actions::synapse_deactivate_orphaned_users::Config>(config)
+            }
+            "udm_remove_legacy_hashes" => {
+                issues::<stagehand_actions::udm_remove_legacy_hashes::Config>(config)
+            }
             other => panic!("no case for {other}"),
         };
         for probe in &probes {
@@ -801,6 +839,7 @@ fn dry_run_follows_the_config() {
         "ox_names_to_object_identifier",
         "ox_functional_accounts_export",
         "ox_shared_accounts_import",
+        "udm_remove_legacy_hashes",
     ];
     for id in with_dry_run {
         for (config, expected) in [
@@ -815,8 +854,24 @@ fn dry_run_follows_the_config() {
             );
         }
     }
+    // openDesk v1.19's Synapse action: `synapse.dryRun`, true unless set false.
+    let synapse = "synapse_deactivate_orphaned_users";
+    for (config, expected) in [
+        (json!({}), true),
+        (json!({"synapse": {"dryRun": false}}), false),
+        (json!({"synapse": {"dryRun": true}}), true),
+    ] {
+        assert_eq!(
+            instantiate(synapse, &config).unwrap().dry_run(),
+            expected,
+            "{config}"
+        );
+    }
     // The others have no dryRun key (it is refused) and are never dry runs by config.
-    for id in ACTION_IDS.iter().filter(|id| !with_dry_run.contains(id)) {
+    for id in ACTION_IDS
+        .iter()
+        .filter(|id| !with_dry_run.contains(id) && **id != synapse)
+    {
         assert!(!instantiate(id, &minimal(id)).unwrap().dry_run(), "{id}");
         let mut with_key = minimal(id);
         with_key["dryRun"] = json!(true);

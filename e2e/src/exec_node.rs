@@ -52,7 +52,13 @@ impl LocalExecNode {
             "{} is missing: run e2e/cluster/build",
             kwok.display()
         );
-        let node = format!("ldap-exec-{}", std::process::id());
+        // One node per call: the tests of one binary run in parallel, each with its own.
+        static NODES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let node = format!(
+            "ldap-exec-{}-{}",
+            std::process::id(),
+            NODES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
         let dir = std::env::temp_dir().join(format!("sh-{node}"));
         std::fs::create_dir_all(&dir).unwrap();
         let config = format!(

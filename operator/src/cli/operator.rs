@@ -95,8 +95,18 @@ pub struct OperatorArgs {
 
 /// Runs the operator; returns the exit code.
 pub fn run(args: OperatorArgs) -> u8 {
-    let filter =
+    let mut filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,kube=warn"));
+    // Whatever RUST_LOG says, what an exec carries (a key file, a shared secret) is not logged.
+    for cap in stagehand_actions::clients::ldap::exec::PAYLOAD_LOG_CAPS {
+        match cap.parse() {
+            Ok(directive) => filter = filter.add_directive(directive),
+            Err(e) => {
+                eprintln!("stagehand operator: the log directive {cap:?} does not parse: {e}");
+                return EXIT_USAGE;
+            }
+        }
+    }
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

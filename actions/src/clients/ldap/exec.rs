@@ -22,6 +22,13 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use super::{Directory, Entry, LdapError, Refused, Replace, ldif};
 use crate::text::one_line;
 
+/// Log directives every subscriber of Stagehand adds after its own filter (`RUST_LOG`), so that
+/// no filter logs what an exec carries: `tungstenite`, the exec API's WebSocket, logs every
+/// message it receives or sends at TRACE (a command's output: a signing key file, a
+/// homeserver.yaml with its shared secret, LDIF) and the upgrade request with its
+/// `Authorization` header; capped at DEBUG it logs only connections and close frames.
+pub const PAYLOAD_LOG_CAPS: &[&str] = &["tungstenite=debug"];
+
 /// What a command printed and how it ended.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CommandOutput {
@@ -343,6 +350,41 @@ impl<R: CommandRunner> Directory for ExecDirectory<R> {
                 target: self.describe(),
                 message: e.to_string(),
             })
+        })
+    }
+
+    /// `ldapsearch -s base -b "" namingContexts`: the root DSE, read with the same bind.
+    fn naming_contexts(&self) -> BoxFuture<'_, Result<Vec<String>, LdapError>> {
+        Box::pin(async move {
+            let filter = "(objectClass=*)";
+            let argv = ldapsearch(
+                &self.ldapi_url,
+                &[],
+                "base",
+                "",
+                filter,
+                &["namingContexts"],
+            );
+            let out = self.runner.run(&argv, None).await?;
+            if !out.success {
+                return Err(LdapError::Search {
+                    server: self.describe(),
+                    base: "the root DSE".into(),
+                    filter: filter.into(),
+                    message: failure("ldapsearch", &out),
+                    code: out.exit_code(),
+                });
+            }
+            let text = String::from_utf8_lossy(&out.stdout);
+            let entries = ldif::parse_entries(&text).map_err(|e| LdapError::Ldif {
+                command: "ldapsearch".into(),
+                target: self.describe(),
+                message: e.to_string(),
+            })?;
+            Ok(entries
+                .iter()
+                .flat_map(|e| e.values("namingContexts").to_vec())
+                .collect())
         })
     }
 

@@ -212,6 +212,18 @@ pub trait Directory: Send + Sync + fmt::Debug {
         changes: &'a [Replace],
     ) -> BoxFuture<'a, Result<Vec<Refused>, LdapError>>;
 
+    /// The naming contexts the server's root DSE lists (`namingContexts`): the base DNs of
+    /// its databases, for an action whose config names none. This default says the transport
+    /// cannot tell.
+    fn naming_contexts(&self) -> BoxFuture<'_, Result<Vec<String>, LdapError>> {
+        let server = self.describe();
+        Box::pin(async move {
+            Err(LdapError::Config(format!(
+                "{server} cannot read the root DSE: set ldap.baseDn"
+            )))
+        })
+    }
+
     /// Searches like [`Directory::search`] and makes the change `change_of` asks for on each
     /// entry found. This default searches first and then changes; a transport may start the
     /// changes while the search is still running (the direct transport does). An error means

@@ -334,7 +334,7 @@ pub fn search_problem(
 
 /// The exit code in how a command ended: `exit code 32` (the exit API's `ExitCode` cause), or a
 /// message ending in `exit status 32` (what some runtimes report instead).
-fn exit_code(status: &str) -> Option<i32> {
+pub(crate) fn exit_code(status: &str) -> Option<i32> {
     let status = status.trim_end_matches(')').trim_end();
     let digits = status
         .strip_prefix("exit code ")

@@ -1,0 +1,332 @@
+//! Synapse's admin API, as far as the actions use it: shared-secret registration of an admin
+//! (`GET`/`POST /_synapse/admin/v1/register`, the MAC an HMAC-SHA1 keyed with the registration
+//! shared secret over nonce, user name, password and `admin`, NUL-separated) and the
+//! deactivation of an account (`POST /_synapse/admin/v1/deactivate/<user_id>`). The shared
+//! secret, the password and the access token are [`SecretValue`]s: no message, log line or
+//! `Debug` shows them.
+
+use std::time::Duration;
+
+use hmac::{Hmac, Mac};
+use reqwest::{StatusCode, Url};
+use sha1::Sha1;
+
+use crate::action::{ActionError, SecretValue};
+use crate::clients::http::{api_url, client_builder, transport_failure};
+use crate::text::one_line;
+
+/// The registration endpoint (nonce and registration).
+pub const REGISTER_PATH: [&str; 4] = ["_synapse", "admin", "v1", "register"];
+
+/// The hex HMAC-SHA1 Synapse checks on a shared-secret registration: keyed with the shared
+/// secret, over `nonce`, `user`, `password` and `admin`/`notadmin`, NUL-separated.
+pub fn registration_mac(
+    secret: &SecretValue,
+    nonce: &str,
+    user: &str,
+    password: &SecretValue,
+    admin: bool,
+) -> String {
+    // HMAC accepts keys of any length.
+    let Ok(mut mac) = Hmac::<Sha1>::new_from_slice(secret.expose().as_bytes()) else {
+        return String::new();
+    };
+    mac.update(nonce.as_bytes());
+    mac.update(b"\x00");
+    mac.update(user.as_bytes());
+    mac.update(b"\x00");
+    mac.update(password.expose().as_bytes());
+    mac.update(b"\x00");
+    mac.update(if admin { b"admin" } else { b"notadmin" });
+    mac.finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// An admin registered by the action: its Matrix ID and access token.
+#[derive(Debug, Clone)]
+pub struct Admin {
+    /// `@odmigs-...:server`.
+    pub user_id: String,
+    /// Its access token (never shown).
+    pub token: SecretValue,
+}
+
+/// Synapse's admin API at one base URL.
+#[derive(Debug, Clone)]
+pub struct SynapseAdmin {
+    client: reqwest::Client,
+    base: Url,
+}
+
+/// What answered a request, read whole.
+struct Answer {
+    status: StatusCode,
+    body: String,
+}
+
+impl SynapseAdmin {
+    /// The API at `base` (`http://opendesk-synapse.<ns>.svc.cluster.local:8008`), each request
+    /// bounded by `timeout`.
+    pub fn new(base: &str, timeout: Duration) -> Result<Self, ActionError> {
+        let base = api_url("Synapse", base)?;
+        let client = client_builder(timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| {
+                ActionError::Failed(format!("Synapse: cannot build an HTTP client: {e}"))
+            })?;
+        Ok(Self { client, base })
+    }
+
+    /// The base URL.
+    pub fn base(&self) -> &Url {
+        &self.base
+    }
+
+    fn url(&self, segments: &[&str]) -> Url {
+        let mut url = self.base.clone();
+        if let Ok(mut path) = url.path_segments_mut() {
+            path.pop_if_empty().extend(segments);
+        }
+        url
+    }
+
+    async fn send(
+        &self,
+        method: reqwest::Method,
+        url: Url,
+        token: Option<&SecretValue>,
+        body: Option<&serde_json::Value>,
+    ) -> Result<Answer, ActionError> {
+        let what = format!("Synapse {method} {url}");
+        let mut request = self
+            .client
+            .request(method, url)
+            .header(reqwest::header::ACCEPT, "application/json");
+        if let Some(token) = token {
+            request = request.bearer_auth(token.expose());
+        }
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let unavailable = |e: reqwest::Error| {
+            let f = transport_failure(&e);
+            ActionError::Unavailable(match f.cause {
+                Some(cause) => format!("{what}: {}: {cause}", f.kind),
+                None => format!("{what}: {}", f.kind),
+            })
+        };
+        let response = request.send().await.map_err(unavailable)?;
+        let status = response.status();
+        let body = response.text().await.map_err(unavailable)?;
+        Ok(Answer { status, body })
+    }
+
+    /// The server's `error` (or the body) of an answer that is not a success, for a message.
+    fn detail(answer: &Answer) -> String {
+        let error = serde_json::from_str::<serde_json::Value>(&answer.body)
+            .ok()
+            .and_then(|v| {
+                let code = v
+                    .get("errcode")
+                    .and_then(|c| c.as_str())
+                    .map(str::to_string);
+                let text = v.get("error").and_then(|c| c.as_str()).map(str::to_string);
+                match (code, text) {
+                    (Some(c), Some(t)) => Some(format!("{c}: {t}")),
+                    (c, t) => c.or(t),
+                }
+            });
+        one_line(&error.unwrap_or_else(|| answer.body.clone()), 300)
+    }
+
+    /// A registration nonce. Any answer but a nonce means shared-secret registration is not
+    /// available: Synapse has no registration shared secret, or delegates authentication
+    /// (MSC3861 / the Matrix Authentication Service), which turns the endpoint off;
+    /// [`ActionError::Refused`].
+    pub async fn nonce(&self) -> Result<String, ActionError> {
+        let url = self.url(&REGISTER_PATH);
+        let answer = self
+            .send(reqwest::Method::GET, url.clone(), None, None)
+            .await?;
+        if answer.status != StatusCode::OK {
+            return Err(ActionError::Refused(format!(
+                "Synapse at {} refuses shared-secret registration (GET {url} answered {}: {}): it has no registration shared secret, or it delegates authentication to the Matrix Authentication Service (MSC3861), where its admin API must not be used; nothing was changed",
+                self.base,
+                answer.status,
+                Self::detail(&answer)
+            )));
+        }
+        serde_json::from_str::<serde_json::Value>(&answer.body)
+            .ok()
+            .and_then(|v| v.get("nonce").and_then(|n| n.as_str()).map(str::to_string))
+            .ok_or_else(|| {
+                ActionError::InvalidAnswer(format!(
+                    "Synapse at {}: GET {url} answered no nonce: {}",
+                    self.base,
+                    one_line(&answer.body, 200)
+                ))
+            })
+    }
+
+    /// Registers `user` (a localpart) as an admin with `password`, through the shared secret.
+    pub async fn register_admin(
+        &self,
+        secret: &SecretValue,
+        user: &str,
+        password: &SecretValue,
+    ) -> Result<Admin, ActionError> {
+        let nonce = self.nonce().await?;
+        let url = self.url(&REGISTER_PATH);
+        let body = serde_json::json!({
+            "nonce": nonce,
+            "username": user,
+            "password": password.expose(),
+            "admin": true,
+            "mac": registration_mac(secret, &nonce, user, password, true),
+        });
+        let answer = self
+            .send(reqwest::Method::POST, url.clone(), None, Some(&body))
+            .await?;
+        if answer.status != StatusCode::OK {
+            let message = format!(
+                "Synapse at {} refused to register the temporary admin {user} (POST {url} answered {}: {})",
+                self.base,
+                answer.status,
+                Self::detail(&answer)
+            );
+            return Err(match answer.status.as_u16() {
+                // A wrong MAC: the shared secret read is not the one Synapse runs with.
+                403 => ActionError::Refused(format!(
+                    "{message}: the registration shared secret read from homeserver.yaml is not the one Synapse uses (was it changed without a restart?)"
+                )),
+                status => ActionError::for_status(status, message),
+            });
+        }
+        let read: serde_json::Value = serde_json::from_str(&answer.body).map_err(|_| {
+            ActionError::InvalidAnswer(format!(
+                "Synapse at {}: the registration of {user} answered something that is not JSON",
+                self.base
+            ))
+        })?;
+        let field = |name: &str| read.get(name).and_then(|v| v.as_str()).map(str::to_string);
+        match (field("user_id"), field("access_token")) {
+            (Some(user_id), Some(token)) => Ok(Admin {
+                user_id,
+                token: SecretValue::new(token),
+            }),
+            _ => Err(ActionError::InvalidAnswer(format!(
+                "Synapse at {}: the registration of {user} answered no user_id or access_token",
+                self.base
+            ))),
+        }
+    }
+
+    /// Deactivates `user_id` as `admin`, erasing it when `erase`.
+    pub async fn deactivate(
+        &self,
+        admin: &Admin,
+        user_id: &str,
+        erase: bool,
+    ) -> Result<(), ActionError> {
+        let url = self.url(&["_synapse", "admin", "v1", "deactivate", user_id]);
+        let body = serde_json::json!({ "erase": erase });
+        let answer = self
+            .send(reqwest::Method::POST, url, Some(&admin.token), Some(&body))
+            .await?;
+        if answer.status == StatusCode::OK {
+            return Ok(());
+        }
+        Err(ActionError::for_status(
+            answer.status.as_u16(),
+            format!(
+                "Synapse at {} answered {} to the deactivation of {user_id}: {}",
+                self.base,
+                answer.status,
+                Self::detail(&answer)
+            ),
+        ))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mac_is_hmac_sha1_over_the_nul_separated_fields() {
+        // RFC 2202 test case 2: HMAC-SHA1(key "Jefe", "what do ya want for nothing?").
+        // Split at the NULs Synapse inserts, the same bytes are MAC'ed.
+        let mac = registration_mac(
+            &SecretValue::new("Jefe"),
+            "what",
+            "do",
+            &SecretValue::new("ya"),
+            true,
+        );
+        assert_eq!(mac.len(), 40);
+        // The message is "what\0do\0ya\0admin": computed independently with Python's hmac.
+        assert_eq!(mac, hmac_reference("Jefe", b"what\x00do\x00ya\x00admin"));
+        assert_ne!(
+            mac,
+            registration_mac(
+                &SecretValue::new("Jefe"),
+                "what",
+                "do",
+                &SecretValue::new("ya"),
+                false
+            ),
+            "admin is part of the MAC"
+        );
+        assert_eq!(
+            hmac_reference("Jefe", b"what do ya want for nothing?"),
+            "effcdf6ae5eb2fa2d27416d5f184df9c259a7c79",
+            "the reference is RFC 2202's HMAC-SHA1"
+        );
+    }
+
+    /// HMAC-SHA1 written out from RFC 2104 over `sha1`, to check the MAC against.
+    fn hmac_reference(key: &str, message: &[u8]) -> String {
+        use sha1::Digest;
+        let mut k = [0u8; 64];
+        k[..key.len()].copy_from_slice(key.as_bytes());
+        let ipad: Vec<u8> = k.iter().map(|b| b ^ 0x36).collect();
+        let opad: Vec<u8> = k.iter().map(|b| b ^ 0x5c).collect();
+        let inner = Sha1::new()
+            .chain_update(&ipad)
+            .chain_update(message)
+            .finalize();
+        let outer = Sha1::new()
+            .chain_update(&opad)
+            .chain_update(inner)
+            .finalize();
+        outer.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    #[test]
+    fn the_token_never_shows() {
+        let admin = Admin {
+            user_id: "@odmigs-1-ab:example.org".into(),
+            token: SecretValue::new("syt_secret_token"),
+        };
+        assert!(!format!("{admin:?}").contains("syt_secret_token"));
+    }
+
+    #[tokio::test]
+    async fn a_synapse_nobody_runs_is_unavailable() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let api =
+            SynapseAdmin::new(&format!("http://127.0.0.1:{port}"), Duration::from_secs(2)).unwrap();
+        let e = api.nonce().await.unwrap_err();
+        assert!(matches!(e, ActionError::Unavailable(_)), "{e:?}");
+        assert!(e.to_string().contains("/_synapse/admin/v1/register"), "{e}");
+    }
+}

@@ -1,0 +1,212 @@
+//! What the action reads from and writes to Synapse's database: the active OIDC-bound
+//! accounts (one query, joined with their display names), the guests, their conversion into
+//! deactivated accounts, and the read-back of what Synapse did. Tables and columns are
+//! Synapse's (`users`, `user_external_ids`, `profiles`, `erased_users`); `profiles.user_id` is
+//! the localpart in every schema version, so the join does not depend on `full_user_id`.
+
+use std::collections::BTreeMap;
+
+use crate::action::{ActionError, SecretValue};
+use tokio_postgres::Row;
+
+use crate::clients::postgres::{PgClient, PgSettings};
+
+use super::selection::Account;
+
+/// The tables the action reads or writes.
+pub const TABLES: [&str; 4] = ["users", "user_external_ids", "profiles", "erased_users"];
+
+/// The auth provider openDesk's Synapse records its OIDC logins under.
+pub const AUTH_PROVIDER: &str = "oidc";
+
+const CREATED: &str = "COALESCE(to_char(to_timestamp(u.creation_ts) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), '')";
+const PROFILE_JOIN: &str =
+    "LEFT JOIN profiles p ON p.user_id = split_part(substr(u.name, 2), ':', 1)";
+
+/// Column `i` of `row`, or an error naming the column's index and what was read: a schema
+/// other than Synapse's answers other types.
+fn col<'r, T: tokio_postgres::types::FromSql<'r>>(
+    row: &'r Row,
+    i: usize,
+    what: &str,
+) -> Result<T, ActionError> {
+    row.try_get(i).map_err(|e| {
+        ActionError::InvalidAnswer(format!(
+            "{what}: column {i} is not what Synapse's schema has: {e}"
+        ))
+    })
+}
+
+/// Synapse's database, connected.
+#[derive(Debug)]
+pub struct SynapseDb {
+    client: PgClient,
+    settings: PgSettings,
+}
+
+impl SynapseDb {
+    /// Connects with `password` and checks that Synapse's tables are there.
+    pub async fn connect(
+        settings: PgSettings,
+        password: &SecretValue,
+    ) -> Result<Self, ActionError> {
+        let client = PgClient::connect(&settings, password).await?;
+        let db = Self { client, settings };
+        db.check_tables().await?;
+        Ok(db)
+    }
+
+    /// What it is connected to, for messages.
+    pub fn describe(&self) -> &str {
+        self.client.target()
+    }
+
+    async fn check_tables(&self) -> Result<(), ActionError> {
+        let wanted: Vec<String> = TABLES.iter().map(|t| t.to_string()).collect();
+        let rows = self
+            .client
+            .query(
+                &self.settings,
+                "looking for Synapse's tables",
+                "SELECT table_name::text FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = ANY($1)",
+                &[&wanted],
+            )
+            .await?;
+        let found = rows
+            .iter()
+            .map(|r| col::<String>(r, 0, "information_schema.tables"))
+            .collect::<Result<Vec<_>, _>>()?;
+        let missing: Vec<&str> = TABLES
+            .iter()
+            .copied()
+            .filter(|t| !found.iter().any(|f| f == t))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        Err(ActionError::NotFound(format!(
+            "{} has no table {} (or {} may not read it): is synapse.postgres.name Synapse's database?",
+            self.describe(),
+            missing.join(", "),
+            self.settings.user
+        )))
+    }
+
+    /// The active (`deactivated = 0`), non-guest accounts bound to the `oidc` provider, each
+    /// with every subject it is bound to, sorted by Matrix ID.
+    pub async fn active_oidc_bound(&self) -> Result<Vec<Account>, ActionError> {
+        let sql = format!(
+            "SELECT u.name, COALESCE(p.displayname, ''), e.external_id, {CREATED} \
+             FROM users u JOIN user_external_ids e ON e.user_id = u.name AND e.auth_provider = $1 \
+             {PROFILE_JOIN} WHERE u.deactivated = 0 AND u.is_guest = 0"
+        );
+        let rows = self
+            .client
+            .query(
+                &self.settings,
+                "reading the active OIDC-bound accounts",
+                &sql,
+                &[&AUTH_PROVIDER],
+            )
+            .await?;
+        let what = "the active OIDC-bound accounts";
+        let mut by_id: BTreeMap<String, Account> = BTreeMap::new();
+        for r in &rows {
+            let id: String = col(r, 0, what)?;
+            let subject: String = col(r, 2, what)?;
+            let account = match by_id.entry(id.clone()) {
+                std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+                std::collections::btree_map::Entry::Vacant(v) => v.insert(Account {
+                    matrix_id: id,
+                    display_name: col(r, 1, what)?,
+                    subjects: Vec::new(),
+                    created: col(r, 3, what)?,
+                }),
+            };
+            account.subjects.push(subject);
+        }
+        Ok(by_id
+            .into_values()
+            .map(|mut a| {
+                a.subjects.sort();
+                a
+            })
+            .collect())
+    }
+
+    /// Every guest account (`is_guest <> 0`), sorted by Matrix ID.
+    pub async fn guests(&self) -> Result<Vec<Account>, ActionError> {
+        let sql = format!(
+            "SELECT u.name, COALESCE(p.displayname, ''), {CREATED} FROM users u {PROFILE_JOIN} \
+             WHERE u.is_guest <> 0 ORDER BY u.name"
+        );
+        let rows = self
+            .client
+            .query(&self.settings, "reading the guest accounts", &sql, &[])
+            .await?;
+        let what = "the guest accounts";
+        rows.iter()
+            .map(|r| {
+                Ok(Account {
+                    matrix_id: col(r, 0, what)?,
+                    display_name: col(r, 1, what)?,
+                    subjects: Vec::new(),
+                    created: col(r, 2, what)?,
+                })
+            })
+            .collect()
+    }
+
+    /// Turns the guests named into deactivated regular accounts (syn2mas does not carry
+    /// guests over); answers the rows changed.
+    pub async fn convert_guests(&self, names: &[String]) -> Result<u64, ActionError> {
+        self.client
+            .execute(
+                &self.settings,
+                "turning the guest accounts into deactivated accounts",
+                "UPDATE users SET is_guest = 0, deactivated = 1 WHERE is_guest <> 0 AND name = ANY($1)",
+                &[&names],
+            )
+            .await
+    }
+
+    /// Of `names`, how many are deactivated and how many erased, as the database says.
+    pub async fn deactivated_and_erased(
+        &self,
+        names: &[String],
+    ) -> Result<(u64, u64), ActionError> {
+        let rows = self
+            .client
+            .query(
+                &self.settings,
+                "reading back the deactivated accounts",
+                "SELECT count(*) FILTER (WHERE u.deactivated <> 0), count(e.user_id) \
+                 FROM users u LEFT JOIN erased_users e ON e.user_id = u.name WHERE u.name = ANY($1)",
+                &[&names],
+            )
+            .await?;
+        let what = "the read-back";
+        let (d, e): (i64, i64) = match rows.first() {
+            Some(r) => (col(r, 0, what)?, col(r, 1, what)?),
+            None => (0, 0),
+        };
+        Ok((d.max(0) as u64, e.max(0) as u64))
+    }
+
+    /// How many guest accounts there are.
+    pub async fn guests_left(&self) -> Result<u64, ActionError> {
+        let rows = self
+            .client
+            .query(
+                &self.settings,
+                "counting the guest accounts",
+                "SELECT count(*) FROM users WHERE is_guest <> 0",
+                &[],
+            )
+            .await?;
+        match rows.first() {
+            Some(r) => Ok(col::<i64>(r, 0, "the guest count")?.max(0) as u64),
+            None => Ok(0),
+        }
+    }
+}
