@@ -191,6 +191,30 @@ pub struct ActionStatus {
     /// versions and config as written): the run executes exactly this declaration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub digest: Option<String>,
+    /// Where the objects the action found are kept, for an action that reports them (the
+    /// list a person reviews: `stagehand report migrationrun/NAME` prints it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub findings: Option<FindingsStatus>,
+}
+
+/// Where an action's findings are kept and what they count (docs/design.md#findings).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FindingsStatus {
+    /// The ConfigMaps in the run's namespace that hold them (`<run>-findings`, then
+    /// `<run>-findings-2`, ... for long lists), owned by the Migration: they outlive the run.
+    pub config_maps: Vec<String>,
+    /// Named counts (e.g. `carrying`, `differs`).
+    #[serde(default)]
+    pub counts: std::collections::BTreeMap<String, u64>,
+    /// `sha256:` over the objects found (group and identifying value of each row).
+    pub digest: String,
+    /// How many objects (rows) were found.
+    #[serde(default)]
+    pub rows: u64,
+    /// `Plan` when they were found planning a `Manual` run before its approval (the ones a
+    /// person approves), `Execution` when found by the action as it ran (dry runs included).
+    pub phase: String,
 }
 
 /// The status of a Migration.
@@ -295,6 +319,11 @@ pub struct FrozenPlan {
     pub object_store: String,
     /// The digest of the stage's `actionsSkip`.
     pub actions_skip: String,
+    /// What a `Manual` run's approval names when actions reported findings before it: one
+    /// digest over `digest` and each such action's findings digest. Absent otherwise (the
+    /// approval names `digest`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_digest: Option<String>,
 }
 
 /// The schema of an action's `config`: any object, kept as written.

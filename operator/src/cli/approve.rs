@@ -188,12 +188,25 @@ pub fn approvable(run: &MigrationRun) -> Result<String, String> {
     if status.is_some_and(|s| s.actions.iter().any(|a| a.start_time.is_some())) {
         return Err("it has started executing its plan: it was approved already".into());
     }
-    status
-        .and_then(|s| s.frozen_plan.as_ref())
-        .map(|f| f.digest.clone())
-        .ok_or_else(|| {
-            "it has not planned yet: approve it once its reason is AwaitingApproval".to_string()
-        })
+    let Some(status) = status.filter(|s| s.frozen_plan.is_some()) else {
+        return Err(
+            "it has not planned yet: approve it once its reason is AwaitingApproval".to_string(),
+        );
+    };
+    // The findings of its review are planned after the plan is frozen: until the run waits
+    // for approval, the digest to approve may not be complete.
+    let reason = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| c.reason.as_str());
+    if reason.is_some_and(|r| r != "AwaitingApproval") {
+        return Err(format!(
+            "it is not waiting for approval yet (reason {}): approve it once its reason is AwaitingApproval",
+            reason.unwrap_or_default()
+        ));
+    }
+    Ok(crate::run::approval::approval_digest(status))
 }
 
 fn print_plan(name: &str, run: &MigrationRun, digest: &str) {
@@ -208,6 +221,18 @@ fn print_plan(name: &str, run: &MigrationRun, digest: &str) {
         println!("{}", covered(frozen));
     }
     print_plan_rows(&plan_rows(&status.actions));
+    for a in &status.actions {
+        if let Some(f) = &a.findings {
+            println!(
+                "the digest also covers the findings of action {} {}: {} object(s), {} ({}); print them with `stagehand report migrationrun/{name}`",
+                a.index,
+                a.id,
+                f.rows,
+                f.digest,
+                f.config_maps.join(", ")
+            );
+        }
+    }
 }
 
 /// What a plan's digest covers, in one line.

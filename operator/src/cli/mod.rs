@@ -9,6 +9,7 @@ pub mod manifest;
 pub mod operator;
 pub mod output;
 pub mod plan;
+pub mod report;
 pub mod storage;
 pub mod validate;
 pub mod wait;
@@ -84,6 +85,9 @@ pub enum Command {
     /// Print the plan a `Manual` MigrationRun froze and, once confirmed, approve it (the
     /// annotation `stagehand.dev/approve-plan=<digest>`).
     Approve(approve::ApproveArgs),
+    /// Print each action's decision, summary and findings (the objects it found, kept in
+    /// ConfigMaps after the run): the review of a dry run or of a `Manual` run's plan.
+    Report(report::ReportArgs),
     /// Print a CRD's served, storage and stored versions, then `PENDING <version>` (exit 1)
     /// or `MIGRATED` (exit 0). Read-only.
     StorageStatus {
@@ -130,6 +134,7 @@ pub fn run(cli: Cli) -> u8 {
         } => plan::run(&file, stage, last_migrated.as_deref(), output),
         Command::Wait(args) => wait::run(args),
         Command::Approve(args) => approve::run(args),
+        Command::Report(args) => report::run(args),
         Command::StorageStatus { crd } => storage::status(&crd),
         Command::StorageMigrate {
             crd,

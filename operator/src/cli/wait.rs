@@ -644,6 +644,7 @@ mod tests {
                 completion_time: None,
                 summary: summary.map(Into::into),
                 digest: None,
+                findings: None,
             };
         let mut f = Follower::default();
         r.status.as_mut().unwrap().actions = vec![

@@ -6,6 +6,11 @@
 //! migrated release, the recorded footprints: [`super::freeze`]); a run whose history changed
 //! before its first action plans again under a new digest. An annotation with another digest
 //! approved another plan and is refused.
+//!
+//! Findings (docs/design.md#findings): before a `Manual` run waits, the actions that report
+//! findings are planned, their findings kept ([`super::findings`]) and named in their status,
+//! and the digest to approve becomes one over the plan's digest and those findings
+//! (`status.frozenPlan.approvalDigest`): a person approves the plan and the objects listed.
 
 use std::ops::ControlFlow;
 
@@ -15,7 +20,10 @@ use stagehand_crds::{APPROVE_PLAN_ANNOTATION, Approval, MigrationRun};
 use tracing::info;
 
 use super::conditions::Phase;
+use super::findings::{self, Keeper};
+use super::freeze::Planned;
 use super::reconcile::{Reconcile, Step};
+use stagehand_actions::action::ActionContext;
 
 /// What the approval step decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,7 +41,7 @@ pub fn check(run: &MigrationRun, digest: &str) -> Verdict {
     }
     let name = run.metadata.name.as_deref().unwrap_or_default();
     let how = format!(
-        "review status.actions, then approve with `stagehand approve migrationrun/{name}` or annotate {APPROVE_PLAN_ANNOTATION}={digest}"
+        "review status.actions (and the findings: `stagehand report migrationrun/{name}`), then approve with `stagehand approve migrationrun/{name}` or annotate {APPROVE_PLAN_ANNOTATION}={digest}"
     );
     match run
         .metadata
@@ -52,13 +60,93 @@ pub fn check(run: &MigrationRun, digest: &str) -> Verdict {
     }
 }
 
-/// The approval step: before the first action starts, a `Manual` run waits (Event
-/// `AwaitingApproval` once) until its frozen plan is approved ([`check`], pure).
-pub(super) async fn step(r: &mut Reconcile) -> Step<()> {
+/// The digest a `Manual` run's approval names: the plan's, or, once actions reported findings
+/// for its review, `status.frozenPlan.approvalDigest` ([`findings::approval_digest`]).
+pub fn approval_digest(status: &stagehand_crds::unversioned::MigrationRunStatus) -> String {
+    status
+        .frozen_plan
+        .as_ref()
+        .and_then(|f| f.approval_digest.clone())
+        .unwrap_or_else(|| super::freeze::frozen_digest(status))
+}
+
+/// Plans the actions of a `Manual` run that report findings, keeps their findings, names them
+/// in their status and sets the digest to approve; once per plan (a run that plans again
+/// gets a new plan without it). `Err(message)`: an action's planning failed, nothing was
+/// changed.
+async fn review(
+    r: &mut Reconcile,
+    planned: &Planned,
+    ctx: &ActionContext,
+    keeper: &Keeper,
+) -> Result<(), String> {
+    let reviewed: Vec<_> = planned
+        .prepared
+        .iter()
+        .filter(|(_, p)| p.action.reports_findings())
+        .collect();
+    let Some(plan) = r.status.frozen_plan.as_ref() else {
+        return Ok(());
+    };
+    if reviewed.is_empty() || plan.approval_digest.is_some() {
+        return Ok(());
+    }
+    let plan_digest = plan.digest.clone();
+    let mut digests = Vec::new();
+    for (i, p) in reviewed {
+        let mut c = ctx.clone();
+        c.run.apply_follows = !(r.run.spec.dry_run || p.action.dry_run());
+        let outcome = match p.action.plan(&c).await {
+            Ok(o) => o,
+            Err(e) => {
+                return Err(format!(
+                    "planning {} for the review of its findings: {e}; nothing was changed",
+                    p.label
+                ));
+            }
+        };
+        let index = r.status.actions[*i].index;
+        r.status.actions[*i].summary = Some(outcome.summary.clone());
+        if let Some(found) = &outcome.findings {
+            let status = keeper
+                .keep(index, findings::PLAN, found)
+                .await
+                .map_err(|e| {
+                    format!(
+                        "keeping the findings of {} for their review: {e}; nothing was changed",
+                        p.label
+                    )
+                })?;
+            digests.push((index, status.digest.clone()));
+            r.status.actions[*i].findings = Some(status);
+        }
+    }
+    let digest =
+        findings::approval_digest(&plan_digest, digests.iter().map(|(i, d)| (*i, d.as_str())));
+    if let Some(plan) = r.status.frozen_plan.as_mut() {
+        plan.approval_digest = Some(digest);
+    }
+    Ok(())
+}
+
+/// The approval step: before the first action starts, a `Manual` run plans the actions that
+/// report findings and keeps them ([`review`]), then waits (Event `AwaitingApproval` once)
+/// until its frozen plan and those findings are approved ([`check`], pure).
+pub(super) async fn step(
+    r: &mut Reconcile,
+    planned: &Planned,
+    ctx: &ActionContext,
+    keeper: &Keeper,
+) -> Step<()> {
     if r.status.actions.iter().any(|a| a.start_time.is_some()) {
         return Ok(ControlFlow::Continue(()));
     }
-    let digest = super::freeze::frozen_digest(&r.status);
+    if r.run.spec.approval == Approval::Manual
+        && let Err(message) = review(r, planned, ctx, keeper).await
+    {
+        return r.stop(Phase::PreflightFailed(message)).await;
+    }
+    let digest = approval_digest(&r.status);
     let Verdict::Awaiting(message) = check(&r.run, &digest) else {
         return Ok(ControlFlow::Continue(()));
     };

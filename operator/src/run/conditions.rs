@@ -45,6 +45,9 @@ pub enum Phase {
     /// A pre run of one release while an earlier release's upgrade stopped between its pre
     /// and post stages. Nothing was changed.
     InterruptedUpgrade(String),
+    /// What an action found at execution is not what a person approved (a `Manual` run whose
+    /// plan carried findings, docs/design.md#findings): it stopped before changing anything.
+    FindingsChanged(String),
 }
 
 impl Phase {
@@ -82,6 +85,7 @@ impl Phase {
             Phase::PreRunOutdated(_) => "PreRunOutdated",
             Phase::HistoryIncomplete(_) => "HistoryIncomplete",
             Phase::InterruptedUpgrade(_) => "InterruptedUpgrade",
+            Phase::FindingsChanged(_) => "FindingsChanged",
         }
     }
 
@@ -102,7 +106,8 @@ impl Phase {
             | Phase::PreRunFailed(m)
             | Phase::PreRunOutdated(m)
             | Phase::HistoryIncomplete(m)
-            | Phase::InterruptedUpgrade(m) => m,
+            | Phase::InterruptedUpgrade(m)
+            | Phase::FindingsChanged(m) => m,
         }
     }
 }

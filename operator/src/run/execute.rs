@@ -10,7 +10,7 @@ use std::time::Duration;
 use kube::ResourceExt;
 use kube::runtime::controller::Action as Requeue;
 use kube::runtime::events::EventType;
-use stagehand_actions::action::{ActionContext, ActionError};
+use stagehand_actions::action::{ActionContext, ActionError, Outcome};
 use stagehand_config::{Declarations, Footprint, Reason, Stage};
 use stagehand_crds::unversioned::{ActionDecision, ActionStatus, HistoryEntry};
 use tracing::{Instrument, info, info_span, warn};
@@ -18,6 +18,7 @@ use tracing::{Instrument, info, info_span, warn};
 use super::assess::{Assessed, Assessment};
 use super::conditions::Phase;
 use super::context::{Context, Error};
+use super::findings::{self, Keeper};
 use super::freeze::{Planned, declarations_changed};
 use super::history::{History, HistoryError};
 use super::preflight::Prepared;
@@ -34,6 +35,7 @@ pub(super) async fn step(
     assessed: &Assessed,
     planned: &Planned,
     ctx: &ActionContext,
+    keeper: &Keeper,
 ) -> Step<()> {
     for (n, (i, p)) in planned.prepared.iter().enumerate() {
         if r.context.steering.is_deposed() {
@@ -63,9 +65,17 @@ pub(super) async fn step(
         }
         let span =
             info_span!("action", index = r.status.actions[*i].index, id = %r.status.actions[*i].id);
-        if let Some(requeue) = one(r, &assessed.history, &assessed.assessment, *i, p, ctx)
-            .instrument(span)
-            .await?
+        if let Some(requeue) = one(
+            r,
+            &assessed.history,
+            &assessed.assessment,
+            *i,
+            p,
+            ctx,
+            keeper,
+        )
+        .instrument(span)
+        .await?
         {
             return Ok(ControlFlow::Break(requeue));
         }
@@ -139,6 +149,7 @@ async fn one(
     i: usize,
     p: &Prepared,
     ctx: &ActionContext,
+    keeper: &Keeper,
 ) -> Result<Option<Requeue>, Error> {
     let stage = r.run.spec.stage;
     let dry = r.run.spec.dry_run || p.action.dry_run();
@@ -164,6 +175,12 @@ async fn one(
             return Ok(None);
         }
     }
+    // The findings a person approved with the plan (a `Manual` run): the action compares
+    // what it finds with them before its first change.
+    let approved = match approved_findings(r, i, p, keeper).await {
+        Ok(approved) => approved,
+        Err(message) => return r.end(Phase::Failed(message)).await.map(Some),
+    };
     if r.status.actions[i].start_time.is_none() {
         r.status.actions[i].start_time = Some(now());
     }
@@ -180,6 +197,7 @@ async fn one(
         let _in_flight = r.context.steering.action_started();
         let mut ctx = ctx.clone();
         ctx.stop = ctx.stop.or(deleted.clone());
+        ctx.approved_findings = approved;
         run_action(p, &ctx, dry).await
     };
     drop(executing);
@@ -240,7 +258,8 @@ async fn one(
     );
     r.status.actions[i].completion_time = Some(now());
     match result {
-        Ok(summary) => {
+        Ok(outcome) => {
+            let summary = outcome.summary;
             info!(%summary, "action applied; writing its result");
             // The action's result is written whatever it takes (the API server may be away
             // for a while): lost, it would make the next pass apply the action again.
@@ -271,6 +290,9 @@ async fn one(
                     }
                 }
             }
+            if let Some(found) = &outcome.findings {
+                keep_findings(r, keeper, i, p, found).await;
+            }
             let a = &mut r.status.actions[i];
             a.decision = ActionDecision::Succeeded;
             if dry {
@@ -293,6 +315,18 @@ async fn one(
             info!(%summary, "action succeeded");
             Ok(None)
         }
+        Err(ActionError::FindingsChanged(difference)) => {
+            let a = &mut r.status.actions[i];
+            a.decision = ActionDecision::Failed;
+            a.reason = FINDINGS_CHANGED.into();
+            a.summary = Some(difference.clone());
+            warn!(%difference, "the findings at execution are not the approved ones");
+            let message = format!(
+                "{} found other objects than the approved ones, and changed nothing: {difference}",
+                p.label
+            );
+            r.end(Phase::FindingsChanged(message)).await.map(Some)
+        }
         Err(e) => {
             let a = &mut r.status.actions[i];
             a.decision = ActionDecision::Failed;
@@ -301,6 +335,83 @@ async fn one(
             warn!(error = %e, "action failed");
             let message = format!("{} failed: {e}", p.label);
             r.end(Phase::Failed(message)).await.map(Some)
+        }
+    }
+}
+
+/// The reason of a run (and its action) stopped because what the action found at execution
+/// is not what was approved (docs/design.md#findings).
+pub const FINDINGS_CHANGED: &str = "FindingsChanged";
+
+/// The findings approved with a `Manual` run's plan for action `i`, read back from where they
+/// were kept; `None` when nothing was approved with findings. `Err(message)`: they were
+/// approved but can no longer be read, so the action cannot be checked against them.
+async fn approved_findings(
+    r: &Reconcile,
+    i: usize,
+    p: &Prepared,
+    keeper: &Keeper,
+) -> Result<Option<stagehand_actions::action::Findings>, String> {
+    let approved_with_findings = r
+        .status
+        .frozen_plan
+        .as_ref()
+        .is_some_and(|f| f.approval_digest.is_some());
+    if r.run.spec.approval != stagehand_crds::Approval::Manual
+        || !approved_with_findings
+        || !p.action.reports_findings()
+    {
+        return Ok(None);
+    }
+    let index = r.status.actions[i].index;
+    let unreadable = |e: String| {
+        format!(
+            "{}: the findings approved with the plan cannot be read ({e}); nothing was changed. Create a new run and approve its findings",
+            p.label
+        )
+    };
+    let entries = findings::read(&keeper.api, &keeper.namespace, &keeper.run)
+        .await
+        .map_err(|e| unreadable(e.to_string()))?;
+    match findings::parse(
+        &entries,
+        &keeper.namespace,
+        &keeper.run,
+        index,
+        findings::PLAN,
+    ) {
+        Ok(Some(f)) => Ok(Some(f)),
+        Ok(None) => Err(unreadable(format!(
+            "ConfigMap {}/{} has no key {}",
+            keeper.namespace,
+            findings::config_map_name(&keeper.run, 1),
+            findings::key(index, findings::PLAN)
+        ))),
+        Err(e) => Err(unreadable(e.to_string())),
+    }
+}
+
+/// Keeps the findings of action `i` as it ran and names them in its status; a failure to
+/// keep them is a Warning Event, never the action's failure (it has run).
+async fn keep_findings(
+    r: &mut Reconcile,
+    keeper: &Keeper,
+    i: usize,
+    p: &Prepared,
+    found: &stagehand_actions::action::Findings,
+) {
+    let index = r.status.actions[i].index;
+    match keeper.keep(index, findings::EXECUTION, found).await {
+        Ok(status) => r.status.actions[i].findings = Some(status),
+        Err(e) => {
+            let message = format!(
+                "{}: its findings ({} object(s)) could not be kept: {e}",
+                p.label,
+                found.rows.len()
+            );
+            warn!(%message, "findings not kept");
+            r.event(EventType::Warning, "FindingsNotKept", message)
+                .await;
         }
     }
 }
@@ -345,14 +456,18 @@ async fn retry_write(context: &Context, e: Error, wait: &mut Duration) -> Result
     Ok(())
 }
 
-/// Plans (and unless dry, applies) one action; returns its summary.
-async fn run_action(p: &Prepared, ctx: &ActionContext, dry: bool) -> Result<String, ActionError> {
+/// Plans (and unless dry, applies) one action; returns its outcome (a dry run's: the plan's,
+/// its summary marked).
+async fn run_action(p: &Prepared, ctx: &ActionContext, dry: bool) -> Result<Outcome, ActionError> {
     let mut ctx = ctx.clone();
     ctx.run.apply_follows = !dry;
     let ctx = &ctx;
     let planned = p.action.plan(ctx).await?;
     if dry {
-        return Ok(format!("dry run: {}", planned.summary));
+        return Ok(Outcome {
+            summary: format!("dry run: {}", planned.summary),
+            findings: planned.findings,
+        });
     }
-    Ok(p.action.apply(ctx).await?.summary)
+    p.action.apply(ctx).await
 }

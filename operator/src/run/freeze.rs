@@ -58,6 +58,7 @@ pub fn freeze(
             completion_time: None,
             summary: None,
             digest: Some(a.digest.clone()),
+            findings: None,
         })
         .collect();
     let [release_version, secret_files, object_store, actions_skip] = fingerprint.fields.clone();
@@ -82,6 +83,7 @@ pub fn freeze(
         secret_files,
         object_store,
         actions_skip,
+        approval_digest: None,
     };
     (actions, frozen)
 }

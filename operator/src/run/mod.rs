@@ -18,6 +18,7 @@ pub mod context;
 pub mod controller;
 pub mod execute;
 pub mod finalizer;
+pub mod findings;
 pub mod finish;
 pub mod freeze;
 pub mod gate;

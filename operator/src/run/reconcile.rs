@@ -34,7 +34,9 @@ use super::gate::{terminal, unblocked};
 use super::history::{History, mirror};
 use super::ledger::Ledger;
 use super::status::{StatusError, apply_run_status};
-use super::{approval, assess, execute, finalizer, finish, freeze, gate, preflight, retention};
+use super::{
+    approval, assess, execute, finalizer, findings, finish, freeze, gate, preflight, retention,
+};
 
 /// What a step returns: `Continue` with what the next step needs, or `Break` with how this
 /// reconcile ends (the run waits, or it ended).
@@ -365,7 +367,14 @@ async fn pipeline(run: Arc<MigrationRun>, context: Arc<Context>) -> Result<Reque
     let assessed = next!(assess::step(&mut r, &migration).await);
     let planned = next!(freeze::step(&mut r, &migration, &assessed).await);
     let ctx = next!(preflight::step(&mut r, &migration, &assessed, &planned).await);
-    next!(approval::step(&mut r).await);
-    next!(execute::step(&mut r, &assessed, &planned, &ctx).await);
+    let keeper = findings::Keeper {
+        api: Api::namespaced(r.context.client.clone(), &namespace),
+        namespace: namespace.clone(),
+        run: r.run.name_any(),
+        migration: migration.name_any(),
+        owner: findings::owner_of(&migration),
+    };
+    next!(approval::step(&mut r, &planned, &ctx, &keeper).await);
+    next!(execute::step(&mut r, &assessed, &planned, &ctx, &keeper).await);
     finish::step(&mut r, &assessed.history, &migration.spec.release_version).await
 }
