@@ -2122,3 +2122,101 @@ fn empty_tag_or_run_mode_is_a_problem() {
         )]
     );
 }
+
+/// openDesk v1.19's derived runMode with Stagehand's dry-run rule (docs/declarations.md,
+/// "A runMode derived from an option"), as the planner decides each deploy. `scale` stands
+/// for `synapse_deactivate_orphaned_users` (runMode `dry-run` or `apply` from the option),
+/// `noop` for the literal-`apply` pre actions and the post action (window to v1). What each
+/// run recorded is what the engine records: nothing for the dry run (its config is a dry run),
+/// `(tag, runMode)` for every applied tagged action.
+#[test]
+fn a_run_mode_derived_from_an_option_and_the_dry_run_rule() {
+    const V119: [&str; 3] = ["v1.18", "v1.18", "v1.18"];
+    let synapse = |mode: &str| set(tagged("scale", "v1.19.0", V119), "runMode", json!(mode));
+    let marker = set(tagged("noop", "v1.19.0", V119), "runMode", json!("apply"));
+    let hashes = set(
+        tagged("noop", "v1.19.0", ["v1.18", "v1.18", "v1"]),
+        "runMode",
+        json!("apply"),
+    );
+    let v1_19 = |mode: &str| {
+        set(
+            spec(vec![synapse(mode), marker.clone()], vec![hashes.clone()]),
+            "releaseVersion",
+            json!("v1.19.0"),
+        )
+    };
+    let (dry, apply) = (v1_19("dry-run"), v1_19("apply"));
+    let marker_done = fp(Pre, "noop", Some("v1.19.0"), Some("apply"));
+    let synapse_done = fp(Pre, "scale", Some("v1.19.0"), Some("apply"));
+    let run = |mode| {
+        vec![
+            d(0, "scale", Some("v1.19.0"), InWindow),
+            d(1, "noop", Some("v1.19.0"), mode),
+        ]
+    };
+
+    // Dry-run deploy (the pre stage alone): both run; the dry run records nothing.
+    let first = plan(&dry, Pre, &with_history("v1.18.2", vec![]));
+    assert_eq!(decisions(&first), run(InWindow));
+    assert_eq!(
+        first.actions[0].footprint(Pre),
+        Some(fp(Pre, "scale", Some("v1.19.0"), Some("dry-run"))),
+        "the footprint it would have; the engine does not record a dry run's"
+    );
+    // Dry-run deploy again: the dry run runs again (nothing recorded), the marker is skipped.
+    let after_review = with_history("v1.18.2", vec![marker_done.clone()]);
+    assert_eq!(
+        decisions(&plan(&dry, Pre, &after_review)),
+        run(FootprintRecorded)
+    );
+    // The option flipped: the apply runs, once.
+    let flipped = plan(&apply, Pre, &after_review);
+    assert_eq!(decisions(&flipped), run(FootprintRecorded));
+    assert_eq!(
+        flipped.actions[0].footprint(Pre),
+        Some(synapse_done.clone())
+    );
+    let applied = with_history("v1.18.2", vec![marker_done.clone(), synapse_done.clone()]);
+    assert_eq!(
+        decisions(&plan(&apply, Pre, &applied)),
+        vec![
+            d(0, "scale", Some("v1.19.0"), FootprintRecorded),
+            d(1, "noop", Some("v1.19.0"), FootprintRecorded),
+        ]
+    );
+    // Apply directly: everything runs once.
+    assert_eq!(
+        decisions(&plan(&apply, Pre, &with_history("v1.18.2", vec![]))),
+        run(InWindow)
+    );
+    assert_eq!(
+        decisions(&plan(&apply, Post, &applied)),
+        vec![d(0, "noop", Some("v1.19.0"), InWindow)]
+    );
+    // After the first post run that records v1.19.0: the pre windows (to v1.18) are closed
+    // for good, whatever the option says; the post action's window (to v1) stays open and
+    // its footprint skips it.
+    let hashes_done = fp(Post, "noop", Some("v1.19.0"), Some("apply"));
+    let migrated = with_history("v1.19.0", vec![marker_done, synapse_done, hashes_done]);
+    for s in [&dry, &apply] {
+        assert_eq!(
+            decisions(&plan(s, Pre, &migrated)),
+            vec![
+                d(0, "scale", Some("v1.19.0"), OutsideWindow),
+                d(1, "noop", Some("v1.19.0"), OutsideWindow),
+            ]
+        );
+        assert_eq!(
+            decisions(&plan(s, Post, &migrated)),
+            vec![d(0, "noop", Some("v1.19.0"), FootprintRecorded)]
+        );
+    }
+    // A deployment at v1.17.x: refused before anything runs.
+    let report = validate(&read(&dry), &ctx(Some("v1.17.3")), &FakeCatalog);
+    assert!(
+        !report.is_valid() && report.problems.iter().all(|p| p.code == BelowMinimum),
+        "{report:#?}"
+    );
+    assert_eq!(report.problems.len(), 3, "{report:#?}");
+}

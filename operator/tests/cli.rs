@@ -704,3 +704,125 @@ fn demo_migration_is_valid_and_plans_its_actions() {
     );
     assert_eq!(decisions(&p), [d("workload_scale", "run", "InWindow")]);
 }
+
+const EXAMPLE_V1_19: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../deploy/examples/opendesk-v1.19.yaml"
+);
+
+/// The v1.19 example as JSON.
+fn example_v1_19() -> Value {
+    let yaml: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(EXAMPLE_V1_19).unwrap()).unwrap();
+    serde_json::to_value(yaml).unwrap()
+}
+
+/// `stagehand plan -o json` of the Migration `m` (its status carries a history) for `stage`.
+fn plan_of(m: &Value, stage: &str, extra: &[&str]) -> (i32, Value) {
+    let mut args = vec!["plan", "-f", "-", "--stage", stage, "-o", "json"];
+    args.extend_from_slice(extra);
+    let out = stagehand_stdin(&args, &m.to_string());
+    (code(&out), json_of(&out))
+}
+
+const V1_19_PRE: [&str; 3] = [
+    "synapse_deactivate_orphaned_users",
+    "configmap_create",
+    "synapse_signing_key_export",
+];
+
+#[test]
+fn v1_19_example_is_valid_and_plans_from_v1_18_only() {
+    for extra in [&[][..], &["--last-migrated", "v1.18.2"]] {
+        let mut args = vec!["validate", "-f", EXAMPLE_V1_19];
+        args.extend_from_slice(extra);
+        let out = stagehand(&args);
+        assert_eq!(code(&out), 0, "{extra:?}: {}", text(&out));
+        assert!(text(&out).contains("valid (0 warnings)"), "{}", text(&out));
+    }
+    let m = example_v1_19();
+    // At v1.18.x every action runs, in V4's order.
+    for last in ["v1.18.0", "v1.18.2"] {
+        let (rc, p) = plan_of(&m, "pre", &["--last-migrated", last]);
+        assert_eq!(rc, 0, "{p}");
+        let run: Vec<_> = V1_19_PRE
+            .iter()
+            .map(|id| d(id, "run", "InWindow"))
+            .collect();
+        assert_eq!(decisions(&p), run, "{last}");
+        let (rc, p) = plan_of(&m, "post", &["--last-migrated", last]);
+        assert_eq!(rc, 0, "{p}");
+        assert_eq!(
+            decisions(&p),
+            [d("udm_remove_legacy_hashes", "run", "InWindow")]
+        );
+    }
+    // Below v1.18 nothing is planned: every action has minimum v1.18.
+    for last in ["v1.17.3", "v1.16.0"] {
+        for stage in ["pre", "post"] {
+            let (rc, p) = plan_of(&m, stage, &["--last-migrated", last]);
+            assert_eq!(rc, 1, "{stage} {last}: {p}");
+            assert_eq!(p["actions"], json!([]));
+            let problems = p["problems"].as_array().unwrap();
+            assert_eq!(problems.len(), 4, "{p}");
+            assert!(problems.iter().all(|x| x["code"] == "BelowMinimum"), "{p}");
+        }
+    }
+    // After v1.19.0 is migrated: the pre windows are closed, the post one stays open to v1.
+    let (_, p) = plan_of(&m, "pre", &["--last-migrated", "v1.19.0"]);
+    let closed: Vec<_> = V1_19_PRE
+        .iter()
+        .map(|id| d(id, "skip", "OutsideWindow"))
+        .collect();
+    assert_eq!(decisions(&p), closed);
+    let (_, p) = plan_of(&m, "post", &["--last-migrated", "v1.19.0"]);
+    assert_eq!(
+        decisions(&p),
+        [d("udm_remove_legacy_hashes", "run", "InWindow")]
+    );
+}
+
+/// openDesk's review recorded by openDesk's own Jobs (`(v1.19.0, dry-run)` of the synapse
+/// action, the two other pre actions applied), then imported: the dry-run declaration is
+/// skipped, and flipping the option (runMode `apply`, config.synapse.dryRun false) runs the
+/// apply once more, once.
+#[test]
+fn v1_19_example_flipping_the_synapse_dry_run_runs_the_apply_once_more() {
+    let entry = |id: &str, run_mode: &str| json!({"stage": "pre", "id": id, "tag": "v1.19.0", "runMode": run_mode});
+    let mut m = example_v1_19();
+    m["status"] = json!({
+        "lastMigratedRelease": "v1.18.2",
+        "history": [
+            entry("synapse_deactivate_orphaned_users", "dry-run"),
+            entry("configmap_create", "apply"),
+            entry("synapse_signing_key_export", "apply"),
+        ],
+    });
+    let recorded: Vec<_> = V1_19_PRE
+        .iter()
+        .map(|id| d(id, "skip", "FootprintRecorded"))
+        .collect();
+    let (rc, p) = plan_of(&m, "pre", &[]);
+    assert_eq!(rc, 0, "{p}");
+    assert_eq!(decisions(&p), recorded, "the review's dry run is recorded");
+    let synapse = &mut m["spec"]["actions"]["pre"][0];
+    assert_eq!(synapse["id"], "synapse_deactivate_orphaned_users");
+    synapse["runMode"] = json!("apply");
+    synapse["config"]["synapse"]["dryRun"] = json!(false);
+    let (rc, p) = plan_of(&m, "pre", &[]);
+    assert_eq!(rc, 0, "{p}");
+    assert_eq!(
+        decisions(&p),
+        [
+            d("synapse_deactivate_orphaned_users", "run", "InWindow"),
+            d("configmap_create", "skip", "FootprintRecorded"),
+            d("synapse_signing_key_export", "skip", "FootprintRecorded"),
+        ]
+    );
+    m["status"]["history"]
+        .as_array_mut()
+        .unwrap()
+        .push(entry("synapse_deactivate_orphaned_users", "apply"));
+    let (_, p) = plan_of(&m, "pre", &[]);
+    assert_eq!(decisions(&p), recorded, "the apply ran once");
+}

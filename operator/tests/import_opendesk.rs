@@ -394,11 +394,28 @@ fn what_is_not_understood_is_refused_naming_the_key_and_the_way_by_hand() {
 
 #[test]
 fn an_interrupted_upgrade_is_refused_unless_accepted() {
-    refused(
-        "status-interrupted.yaml",
-        1,
-        &["interrupted", "migrations-post", "--accept-interrupted"],
+    // v1.18.0's pre stage ran and its post stage never did. Under the v1.18.0 values that is
+    // the pre stage of the release imported, run alone: the import goes on (the post stage is
+    // Stagehand's to run). Under the v1.19.0 values it is an interrupted upgrade.
+    let out = import_opendesk(&fixture("status-interrupted.yaml"), &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("the pre stage of release v1.18.0 being imported, run alone"),
+        "{}",
+        stderr(&out)
     );
+    let out = stagehand(&[
+        "import-opendesk",
+        "--values",
+        &fixture("values-v1.19.yaml"),
+        "--status-configmap",
+        &fixture("status-interrupted.yaml"),
+    ]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(stdout(&out).is_empty(), "nothing printed");
+    for w in ["interrupted", "migrations-post", "--accept-interrupted"] {
+        assert!(stderr(&out).contains(w), "{w}: {}", stderr(&out));
+    }
     let items = import(&[
         "--values",
         &fixture("values-v1.18.yaml"),
@@ -775,4 +792,142 @@ fn the_ledger_carries_the_gitops_annotations_and_is_printed_apart_from_the_migra
     let r = report(&["--values", &values, "--status-configmap", &status]);
     assert_annotated(&r["ledger"]);
     assert_eq!(r["migration"]["kind"], "Migration");
+}
+
+const EXAMPLE_V1_19: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../deploy/examples/opendesk-v1.19.yaml"
+);
+
+/// Runs the import of `args` with `-o json`, any exit code: the report (when printed) and stderr.
+fn report_any(args: &[&str]) -> (i32, Value, String) {
+    let mut all = vec!["import-opendesk", "-o", "json"];
+    all.extend_from_slice(args);
+    let out = stagehand(&all);
+    let report = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (code(&out), report, stderr(&out))
+}
+
+#[test]
+fn the_v1_19_values_become_the_shipped_v1_19_example() {
+    let (exit, r, err) = report_any(&["--values", &fixture("values-v1.19.yaml"), "-n", "opendesk"]);
+    assert_eq!(exit, 0, "{err}");
+    let migration = &r["migration"];
+    let example: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(EXAMPLE_V1_19).unwrap()).unwrap();
+    let example: Value = serde_json::to_value(example).unwrap();
+    assert_eq!(migration["spec"], example["spec"]);
+    assert_eq!(migration["metadata"], example["metadata"]);
+    // What openDesk renders for its Job and its per-deployment options is not carried over,
+    // each said once; the object store no v1.19 action reads is dropped, its CA path included.
+    for path in [
+        "migrations.namespace",
+        "migrations.loglevel",
+        "migrations.cleanup",
+        "migrations.actionOptions.synapseDeactivateOrphanedUsers",
+        "migrations.objectStore",
+    ] {
+        assert!(
+            err.contains(&format!("warning NotCarriedOver: {path}: ")),
+            "{path}: {err}"
+        );
+    }
+    assert!(!err.contains("error"), "{err}");
+    assert!(migration["spec"].get("objectStore").is_none());
+    let file = tmp("v1.19.json", &migration.to_string());
+    let out = stagehand(&["validate", "-f", &file]);
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+}
+
+#[test]
+fn v1_19_action_options_that_disagree_with_the_declaration_are_refused() {
+    let text = std::fs::read_to_string(fixture("values-v1.19.yaml")).unwrap();
+    let edited = text.replacen(
+        "      dryRun: true\n      maxOrphanPercent: 25",
+        "      dryRun: false\n      maxOrphanPercent: 50",
+        1,
+    );
+    assert_ne!(edited, text, "the fixture's actionOptions moved");
+    let (exit, _, err) = report_any(&["--values", &tmp("v1.19-edited.yaml", &edited)]);
+    assert_eq!(exit, 1, "{err}");
+    for expected in [
+        "error Untranslatable: migrations.actionOptions.synapseDeactivateOrphanedUsers.dryRun (synapse_deactivate_orphaned_users): dryRun false renders runMode \"apply\" and config.synapse.dryRun false, but migrations.actions.pre[0] declares runMode \"dry-run\" and config.synapse.dryRun true",
+        "error Untranslatable: migrations.actionOptions.synapseDeactivateOrphanedUsers.maxOrphanPercent (synapse_deactivate_orphaned_users): maxOrphanPercent 50 differs from migrations.actions.pre[0].config.safety.maxOrphanPercent (25)",
+    ] {
+        assert!(err.contains(expected), "{expected}\n{err}");
+    }
+}
+
+/// openDesk's review: migrations-pre of v1.19.0 deployed alone on v1.18.2. Its recorded work
+/// carries v1.19.0's tag: the import goes on (no --accept-interrupted), records that work as
+/// v1.19.0's, and plans the post stage still to run. The same ConfigMap with an older
+/// release's pre stage (v1.18.0 on v1.17.3) stays an interrupted upgrade.
+#[test]
+fn a_pre_stage_of_the_release_imported_run_alone_is_no_interrupted_upgrade() {
+    let (exit, r, err) = report_any(&[
+        "--values",
+        &fixture("values-v1.19.yaml"),
+        "--status-configmap",
+        &fixture("status-v1.19-review.yaml"),
+        "--allow-unmatched",
+    ]);
+    assert_eq!(exit, 0, "{err}");
+    let notes = r["notes"].to_string();
+    assert!(
+        notes.contains("the pre stage of release v1.19.0 being imported, run alone (openDesk's review, history[2], history[3], history[4]): not an interrupted upgrade"),
+        "{notes}"
+    );
+    let data = r["ledger"]["data"].as_object().unwrap();
+    assert_eq!(data["lastMigratedRelease"], "v1.18.2");
+    let entry = |key: &str| -> Value {
+        serde_json::from_str(
+            data[key]
+                .as_str()
+                .unwrap_or_else(|| panic!("{key}: {data:?}")),
+        )
+        .unwrap()
+    };
+    let review = entry("footprint.pre.configmap_create.v1.19.0.apply");
+    assert_eq!(review["release"], "v1.19.0", "{review}");
+    let older = entry("footprint.pre.ldap_entryuuid_to_object_identifier.v1.18.0.apply");
+    assert!(older["release"].is_null(), "{older}");
+    // What the review did is skipped; the post stage is still to run.
+    let plan: Vec<(String, String)> = r["plan"]["pre"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(r["plan"]["post"].as_array().unwrap())
+        .map(|a| {
+            (
+                a["id"].as_str().unwrap().into(),
+                a["reason"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        plan,
+        [
+            ("synapse_deactivate_orphaned_users", "FootprintRecorded"),
+            ("configmap_create", "FootprintRecorded"),
+            ("synapse_signing_key_export", "FootprintRecorded"),
+            ("udm_remove_legacy_hashes", "InWindow"),
+        ]
+        .map(|(a, b)| (a.to_string(), b.to_string())),
+        "{}",
+        r["plan"]
+    );
+
+    // An older release's pre stage under the v1.19 values: refused, naming the entry.
+    let (exit, _, err) = report_any(&[
+        "--values",
+        &fixture("values-v1.19.yaml"),
+        "--status-configmap",
+        &fixture("status-interrupted.yaml"),
+    ]);
+    assert_eq!(exit, 1, "{err}");
+    assert!(
+        err.contains("history[0] (workload_scale) carries tag v1.18.0, not the release being imported (v1.19.0)")
+            && err.contains("--accept-interrupted"),
+        "{err}"
+    );
 }

@@ -14,8 +14,8 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 use stagehand_actions::Library;
 use stagehand_config::{
-    Declarations, Deployment, Footprint, ManifestError, PlannedAction, Recorded, Release, Stage,
-    declared_footprint, plan_stage, read_manifest, validate,
+    ActionCatalog, Declarations, Deployment, Footprint, ManifestError, PlannedAction, Recorded,
+    Release, Stage, declared_footprint, plan_stage, read_manifest, validate,
 };
 use stagehand_crds::unversioned::HistoryEntry;
 
@@ -52,6 +52,10 @@ pub struct Request<'a> {
     pub ca_bundle: Option<&'a str>,
     /// `--accept-interrupted`: no post declaration is assumed done by an entry without a stage.
     pub accept_interrupted: bool,
+    /// Whose pre stage the ConfigMap ends with ([`status::check_interrupted`]): the pre-stage
+    /// work of the release being imported, run alone, is recorded as that release's (the
+    /// operator then sees no interrupted upgrade in it either).
+    pub last_pre: status::LastPre,
 }
 
 /// Why nothing can be imported (exit 2).
@@ -172,7 +176,7 @@ impl PostStage {
     /// completed; the reason when it did not or cannot be told.
     fn completed(&self, entry: &RecordedEntry) -> Result<(), String> {
         if self.interrupted {
-            return Err("the upgrade was interrupted (--accept-interrupted), so no post declaration is assumed done".into());
+            return Err("the last stage that ran was pre (an interrupted upgrade accepted with --accept-interrupted, or the pre stage of the release being imported run alone), so no post declaration is assumed done".into());
         }
         let release = [entry.release.as_deref(), Some(entry.tag.as_str())]
             .into_iter()
@@ -228,6 +232,20 @@ pub fn import(req: &Request<'_>) -> Result<Imported, ImportError> {
     let translated = translate(&block, req.ca_bundle);
     let mut findings = translated.findings;
     let mut spec = translated.spec;
+    // An object store that no declared action uses (openDesk v1.19 still renders one, and no
+    // longer mounts its key): not carried over, and nothing about it can fail the import.
+    if spec.contains_key("objectStore") && !uses_object_store(&spec) {
+        spec.remove("objectStore");
+        let store = format!("{prefix}objectStore");
+        findings.retain(|f| !f.path.starts_with(&store));
+        findings.push(ValuesFinding {
+            code: values::ImportCode::NotCarriedOver.to_string(),
+            error: false,
+            path: store,
+            id: None,
+            message: "no declared action hands work over in the object store, so the Migration declares none; declare spec.objectStore again when a release's actions need it".into(),
+        });
+    }
     if let Some(name) = req.history_config_map {
         spec.insert("historyConfigMap".into(), json!(name));
     }
@@ -303,9 +321,29 @@ pub fn import(req: &Request<'_>) -> Result<Imported, ImportError> {
             completed_through: status.last_migrated_release.clone(),
             interrupted: req.accept_interrupted || status.last_stage == Some(Stage::Pre),
         };
+        let review = match &req.last_pre {
+            status::LastPre::Importing { release, entries } => {
+                notes.push(format!(
+                    "the last stage that ran is the pre stage of release {release} being imported, run alone (openDesk's review, history[{}]): not an interrupted upgrade; its entries are recorded as release {release}'s work, and the post stage has still to run",
+                    entries
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("], history[")
+                ));
+                Some((release, entries))
+            }
+            _ => None,
+        };
         for entry in &status.history {
             let placed = place(entry, &declarations, &post);
-            for e in placed.entries {
+            for mut e in placed.entries {
+                if let Some((release, entries)) = review
+                    && entries.contains(&entry.index)
+                    && e.release.is_none()
+                {
+                    e.release = Some(release.to_string());
+                }
                 ledger.record(e);
             }
             notes.extend(placed.note);
@@ -382,6 +420,23 @@ pub fn import(req: &Request<'_>) -> Result<Imported, ImportError> {
         notes,
         unmatched,
         plan,
+    })
+}
+
+/// Whether an action declared in `spec` hands work over in the object store (the library's
+/// [`stagehand_config::Needs`], as validation reads them).
+fn uses_object_store(spec: &Map<String, Value>) -> bool {
+    Stage::ALL.into_iter().any(|stage| {
+        spec.get("actions")
+            .and_then(|a| a.get(stage.as_str()))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .any(|d| {
+                let id = d.get("id").and_then(Value::as_str).unwrap_or_default();
+                let config = d.get("config").cloned().unwrap_or_else(|| json!({}));
+                Library.needs(id, &config).handover.is_some()
+            })
     })
 }
 

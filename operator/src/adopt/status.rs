@@ -73,13 +73,16 @@ pub enum StatusRefusal {
         /// The keys looked for.
         keys: String,
     },
-    /// The last stage that ran is `pre`, and no `post` after it.
+    /// The last stage that ran is `pre`, no `post` after it, and that pre stage is not the
+    /// release being imported's.
     #[error(
-        "the migrations-status ConfigMap says the last stage that ran was pre (key {key:?}) and no post ran after it: an upgrade was interrupted between migrations-pre and migrations-post. Finish it with openDesk's Jobs first (deploy the release again until migrations-post succeeds), or repair it by hand (docs/runbook.md), then export the ConfigMap again. If you know the pre stage's work is complete and want Stagehand to run the post stage, pass --accept-interrupted"
+        "the migrations-status ConfigMap says the last stage that ran was pre (key {key:?}) and no post ran after it, and {why}: an upgrade was interrupted between migrations-pre and migrations-post. Finish it with openDesk's Jobs first (deploy the release again until migrations-post succeeds), or repair it by hand (docs/runbook.md), then export the ConfigMap again. If you know the pre stage's work is complete and want Stagehand to run the post stage, pass --accept-interrupted. (A pre stage whose recorded work carries the tag of the release being imported is that release's migrations-pre run alone, openDesk's review, and is imported without it.)"
     )]
     Interrupted {
         /// The key that says so.
         key: String,
+        /// Why the pre stage is not the release being imported's.
+        why: String,
     },
 }
 
@@ -254,17 +257,139 @@ pub fn read(
     Ok(out)
 }
 
-/// Refuses a status whose last stage is `pre` (an upgrade interrupted between the two Jobs),
-/// unless `accept` is given.
-pub fn check_interrupted(status: &RecordedStatus, accept: bool) -> Result<(), StatusRefusal> {
-    if status.last_stage == Some(Stage::Pre) && !accept {
+/// The release an import is for, as its values declare it: what the work a pre stage recorded
+/// must carry for that pre stage to be this release's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Importing {
+    /// The values' `releaseVersion`.
+    pub release: Option<Release>,
+    /// The tags of the values' pre-stage declarations.
+    pub pre_tags: Vec<String>,
+}
+
+impl Importing {
+    /// Read from openDesk's values (the rendered helmfile values or the `migrations:` block);
+    /// nothing when the block cannot be found (the import reports that itself).
+    pub fn from_values(doc: &Value) -> Self {
+        let Ok(block) = super::values::locate(doc) else {
+            return Self::default();
+        };
+        let release = block
+            .map
+            .get("releaseVersion")
+            .and_then(Value::as_str)
+            .and_then(|r| Release::parse(r).ok());
+        let pre_tags = block
+            .map
+            .get("actions")
+            .and_then(|a| a.get("pre"))
+            .and_then(Value::as_array)
+            .map(|pre| {
+                pre.iter()
+                    .filter_map(|d| d.get("tag").and_then(Value::as_str).map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Self { release, pre_tags }
+    }
+}
+
+/// Whose pre stage a status records as its last stage.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum LastPre {
+    /// The last stage is not `pre`.
+    #[default]
+    NotPre,
+    /// The pre stage of the release being imported, run alone (openDesk's review: deploy
+    /// `migrations-pre` alone, then the whole upgrade): every history entry newer than the last
+    /// migrated release (not recorded as post) carries that release (its `release`, else its
+    /// tag is the release's or a tag its pre stage declares). Not an interrupted upgrade.
+    Importing {
+        /// The release being imported.
+        release: Release,
+        /// The positions of those entries in the history.
+        entries: Vec<usize>,
+    },
+    /// An older release's pre stage, or whose cannot be told: an interrupted upgrade. Says why.
+    Interrupted(String),
+}
+
+/// Whose pre stage `status` ends with (pure): the ConfigMap names no release for it, so it is
+/// told from the work it recorded (see [`LastPre::Importing`]).
+pub fn last_pre(status: &RecordedStatus, importing: &Importing) -> LastPre {
+    if status.last_stage != Some(Stage::Pre) {
+        return LastPre::NotPre;
+    }
+    let Some(current) = &importing.release else {
+        return LastPre::Interrupted(
+            "the values name no releaseVersion, so whose pre stage it was cannot be told".into(),
+        );
+    };
+    let last = status.last_migrated_release.as_ref();
+    let owner = |e: &RecordedEntry| {
+        e.release
+            .as_deref()
+            .and_then(|r| Release::parse(r).ok())
+            .or_else(|| Release::parse(&e.tag).ok())
+    };
+    let work: Vec<(&RecordedEntry, Release)> = status
+        .history
+        .iter()
+        .filter(|e| e.stage != Some(Stage::Post))
+        .filter_map(|e| owner(e).map(|r| (e, r)))
+        .filter(|(_, r)| last.is_none_or(|l| r > l))
+        .collect();
+    if work.is_empty() {
+        return LastPre::Interrupted(format!(
+            "no history entry newer than the last migrated release {} records what that pre stage did, so whose pre stage it was cannot be told",
+            last.map_or_else(|| "(none)".to_string(), ToString::to_string)
+        ));
+    }
+    for (e, r) in &work {
+        let ours = match &e.release {
+            Some(_) => r == current,
+            None => r == current || importing.pre_tags.contains(&e.tag),
+        };
+        if !ours {
+            let (what, value) = match &e.release {
+                Some(release) => ("release", release.as_str()),
+                None => ("tag", e.tag.as_str()),
+            };
+            return LastPre::Interrupted(format!(
+                "its recorded pre-stage work history[{}] ({}) carries {what} {value}, not the release being imported ({current}) nor a tag its pre stage declares",
+                e.index,
+                e.id.as_deref().unwrap_or("no id"),
+            ));
+        }
+    }
+    LastPre::Importing {
+        release: current.clone(),
+        entries: work.iter().map(|(e, _)| e.index).collect(),
+    }
+}
+
+/// Refuses a status whose last stage is `pre` of another release than the one imported (an
+/// upgrade interrupted between the two Jobs), unless `accept` is given; says whose pre stage
+/// it is.
+pub fn check_interrupted(
+    status: &RecordedStatus,
+    accept: bool,
+    importing: &Importing,
+) -> Result<LastPre, StatusRefusal> {
+    let owner = last_pre(status, importing);
+    if let LastPre::Interrupted(why) = &owner
+        && !accept
+    {
         let key = match status.layout {
             Layout::KeyPerFact => STAGE_KEYS[0].to_string(),
             Layout::Document => format!("<document>.{}", STAGE_KEYS[0]),
         };
-        return Err(StatusRefusal::Interrupted { key });
+        return Err(StatusRefusal::Interrupted {
+            key,
+            why: why.clone(),
+        });
     }
-    Ok(())
+    Ok(owner)
 }
 
 fn parse_yaml(key: &str, text: &str) -> Result<Value, StatusRefusal> {
@@ -432,7 +557,10 @@ mod tests {
         );
         assert_eq!(s.history[2].id, None);
         assert_eq!(s.history[2].stage, None);
-        assert!(check_interrupted(&s, false).is_ok());
+        assert_eq!(
+            check_interrupted(&s, false, &Importing::default()),
+            Ok(LastPre::NotPre)
+        );
     }
 
     #[test]
@@ -532,9 +660,74 @@ mod tests {
             &[],
         )
         .unwrap();
-        let e = check_interrupted(&s, false).unwrap_err();
+        let v119 = Importing {
+            release: Release::parse("v1.19.0").ok(),
+            pre_tags: vec!["v1.19.0".into()],
+        };
+        let e = check_interrupted(&s, false, &v119).unwrap_err();
         assert!(matches!(e, StatusRefusal::Interrupted { .. }));
         assert!(e.to_string().contains("--accept-interrupted"));
-        assert!(check_interrupted(&s, true).is_ok());
+        assert!(
+            e.to_string()
+                .contains("no history entry newer than the last migrated release v1.17.3"),
+            "{e}"
+        );
+        assert!(check_interrupted(&s, true, &v119).is_ok());
+    }
+
+    /// openDesk's review: `migrations-pre` of the release being imported ran alone. Its work
+    /// carries that release's tag (no release is recorded for the pre stage); work of an older
+    /// release's pre stage is an interrupted upgrade.
+    #[test]
+    fn a_pre_stage_of_the_release_imported_is_no_interrupted_upgrade() {
+        let status = |history: &str| {
+            read(
+                &data(&[
+                    ("lastMigratedRelease", "v1.18.2"),
+                    ("lastStage", "pre"),
+                    ("history", history),
+                ]),
+                &[],
+            )
+            .unwrap()
+        };
+        let v1191 = Importing {
+            release: Release::parse("v1.19.1").ok(),
+            pre_tags: vec!["v1.19.0".into()],
+        };
+        let review = status(
+            r#"
+- {id: ldap_entryuuid_to_object_identifier, stage: pre, tag: "v1.18.0", runMode: apply}
+- {id: synapse_deactivate_orphaned_users, stage: pre, tag: "v1.19.0", runMode: dry-run}
+- {id: configmap_create, tag: "v1.19.0", runMode: apply}
+"#,
+        );
+        assert_eq!(
+            check_interrupted(&review, false, &v1191),
+            Ok(LastPre::Importing {
+                release: Release::parse("v1.19.1").unwrap(),
+                entries: vec![1, 2]
+            }),
+            "a tag the imported pre stage declares (v1.19.0 of v1.19.1), the v1.18.0 entry migrated"
+        );
+        // The same ConfigMap imported with the v1.20.0 values, which declare no v1.19.0 action.
+        let v120 = Importing {
+            release: Release::parse("v1.20.0").ok(),
+            pre_tags: vec!["v1.20.0".into()],
+        };
+        let e = check_interrupted(&review, false, &v120).unwrap_err();
+        assert!(
+            e.to_string().contains("history[1] (synapse_deactivate_orphaned_users) carries tag v1.19.0, not the release being imported (v1.20.0)"),
+            "{e}"
+        );
+        // A recorded release wins over the tag.
+        let older =
+            status(r#"- {id: configmap_create, stage: pre, tag: "v1.19.0", release: "v1.19.0"}"#);
+        let e = check_interrupted(&older, false, &v1191).unwrap_err();
+        assert!(e.to_string().contains("carries release v1.19.0"), "{e}");
+        assert!(matches!(
+            check_interrupted(&older, true, &v1191),
+            Ok(LastPre::Interrupted(_))
+        ));
     }
 }

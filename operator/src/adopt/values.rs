@@ -156,6 +156,15 @@ pub fn translate(block: &Block<'_>, ca_bundle: Option<&str>) -> Translated {
                     spec.insert(key.clone(), store);
                 }
             }
+            "actionOptions" => action_options(block, value, &mut findings),
+            "namespace" | "loglevel" | "cleanup" | "stage" | "job" => {
+                findings.push(ValuesFinding::import(
+                    ImportCode::NotCarriedOver,
+                    false,
+                    format!("{p}{key}"),
+                    not_carried_over(key, value),
+                ));
+            }
             other => findings.push(ValuesFinding::import(
                 ImportCode::UnknownKey,
                 true,
@@ -168,6 +177,154 @@ pub fn translate(block: &Block<'_>, ca_bundle: Option<&str>) -> Translated {
         }
     }
     Translated { spec, findings }
+}
+
+/// Why a key openDesk renders for its Job has no counterpart in a Migration, and what
+/// Stagehand does instead.
+fn not_carried_over(key: &str, value: &Value) -> String {
+    match key {
+        "namespace" => format!(
+            "openDesk runs its migrations in namespace {value}; a Migration's actions act in the Migration's own namespace: import and apply it there (-n)"
+        ),
+        "loglevel" => "the log level is the operator's (the chart's logLevel), not a Migration's".into(),
+        "cleanup" => "Stagehand keeps no Job pods to clean up: each run, its actions' reports and findings stay as objects (spec.runHistoryLimit)".into(),
+        "stage" => "a Migration declares both stages; a MigrationRun names the one it runs".into(),
+        _ => "the Job's timeouts and output retention are the operator's: a run's waitTimeoutSeconds and the Migration's runHistoryLimit".into(),
+    }
+}
+
+/// The option keys of `actionOptions.synapseDeactivateOrphanedUsers`.
+const SYNAPSE_OPTIONS: [&str; 2] = ["dryRun", "maxOrphanPercent"];
+
+/// openDesk's `actionOptions` (per-deployment options the shared values render into the
+/// declarations): nothing to carry over, the declarations already hold them. The options of
+/// `synapse_deactivate_orphaned_users` are checked against its declaration — `dryRun` is its
+/// `runMode` (`dry-run`/`apply`) and `config.synapse.dryRun`, `maxOrphanPercent` its
+/// `config.safety.maxOrphanPercent` — so that values edited after rendering do not import one
+/// thing while saying another.
+fn action_options(block: &Block<'_>, value: &Value, findings: &mut Vec<ValuesFinding>) {
+    let p = block.prefix;
+    let Some(options) = value.as_object() else {
+        if !value.is_null() {
+            findings.push(ValuesFinding::import(
+                ImportCode::Untranslatable,
+                true,
+                format!("{p}actionOptions"),
+                format!("actionOptions must be a mapping of option groups, not {value}"),
+            ));
+        }
+        return;
+    };
+    for (group, values) in options {
+        let at = format!("{p}actionOptions.{group}");
+        if group != "synapseDeactivateOrphanedUsers" {
+            findings.push(ValuesFinding::import(
+                ImportCode::NotCarriedOver,
+                false,
+                at,
+                "a per-deployment option the values already rendered into the declarations; a Migration has no options: change the declarations themselves".into(),
+            ));
+            continue;
+        }
+        let declared: Vec<(String, &Value)> = ["pre", "post"]
+            .iter()
+            .flat_map(|stage| {
+                block
+                    .map
+                    .get("actions")
+                    .and_then(|a| a.get(*stage))
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .enumerate()
+                    .filter(|(_, d)| {
+                        d.get("id").and_then(Value::as_str)
+                            == Some("synapse_deactivate_orphaned_users")
+                    })
+                    .map(move |(i, d)| (format!("{p}actions.{stage}[{i}]"), d))
+            })
+            .collect();
+        let mismatch = |path: String, message: String| ValuesFinding {
+            id: Some("synapse_deactivate_orphaned_users".into()),
+            ..ValuesFinding::import(ImportCode::Untranslatable, true, path, message)
+        };
+        let Some(values) = values.as_object() else {
+            findings.push(mismatch(
+                at,
+                format!(
+                    "must be a mapping of {}, not {values}",
+                    SYNAPSE_OPTIONS.join(", ")
+                ),
+            ));
+            continue;
+        };
+        for (key, v) in values {
+            let path = format!("{at}.{key}");
+            match key.as_str() {
+                "dryRun" => {
+                    let Some(dry) = v.as_bool() else {
+                        findings.push(mismatch(path, format!("dryRun must be true or false, not {v}")));
+                        continue;
+                    };
+                    let mode = if dry { "dry-run" } else { "apply" };
+                    for (d_at, d) in &declared {
+                        let run_mode = d.get("runMode").and_then(Value::as_str);
+                        let config_dry = d
+                            .pointer("/config/synapse/dryRun")
+                            .and_then(Value::as_bool)
+                            .unwrap_or(true);
+                        if run_mode != Some(mode) || config_dry != dry {
+                            findings.push(mismatch(
+                                path.clone(),
+                                format!(
+                                    "dryRun {dry} renders runMode {mode:?} and config.synapse.dryRun {dry}, but {d_at} declares runMode {} and config.synapse.dryRun {config_dry}: the values were edited after rendering. Render them again (helmfile write-values) and import those",
+                                    run_mode.map_or_else(|| "(none)".to_string(), |m| format!("{m:?}"))
+                                ),
+                            ));
+                        }
+                    }
+                }
+                "maxOrphanPercent" => {
+                    for (d_at, d) in &declared {
+                        let declared_max = d.pointer("/config/safety/maxOrphanPercent");
+                        if declared_max.and_then(Value::as_f64) != v.as_f64() {
+                            findings.push(mismatch(
+                                path.clone(),
+                                format!(
+                                    "maxOrphanPercent {v} differs from {d_at}.config.safety.maxOrphanPercent ({}): the values were edited after rendering. Render them again (helmfile write-values) and import those",
+                                    declared_max.map_or_else(|| "not set".to_string(), ToString::to_string)
+                                ),
+                            ));
+                        }
+                    }
+                }
+                other => findings.push(ValuesFinding::import(
+                    ImportCode::UnknownKey,
+                    true,
+                    path,
+                    format!(
+                        "synapseDeactivateOrphanedUsers has no option {other:?} (expected {}): remove it, or correct its spelling",
+                        SYNAPSE_OPTIONS.join(", ")
+                    ),
+                )),
+            }
+        }
+        if declared.is_empty() {
+            findings.push(ValuesFinding::import(
+                ImportCode::NotCarriedOver,
+                false,
+                at,
+                "no synapse_deactivate_orphaned_users is declared (it needs element and nubus enabled): its options change nothing".into(),
+            ));
+        } else if findings.iter().all(|f| !f.path.starts_with(&at)) {
+            findings.push(ValuesFinding::import(
+                ImportCode::NotCarriedOver,
+                false,
+                at,
+                "already rendered into synapse_deactivate_orphaned_users (its runMode, config.synapse.dryRun and config.safety.maxOrphanPercent), which the Migration carries: to flip dryRun later, change the runMode and config.synapse.dryRun of that declaration together (docs/declarations.md)".into(),
+            ));
+        }
+    }
 }
 
 /// `pre: ~` (an empty stage as helm renders it) becomes `pre: []`.

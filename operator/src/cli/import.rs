@@ -252,10 +252,13 @@ async fn run_with(
         }
         _ => None,
     };
+    let mut last_pre = od_status::LastPre::NotPre;
     let status: Option<RecordedStatus> = match &data {
         Some((data, binary)) => {
             let s = od_status::read(data, binary).map_err(|e| refusal(&e))?;
-            od_status::check_interrupted(&s, args.accept_interrupted).map_err(|e| refusal(&e))?;
+            let importing = od_status::Importing::from_values(&values);
+            last_pre = od_status::check_interrupted(&s, args.accept_interrupted, &importing)
+                .map_err(|e| refusal(&e))?;
             Some(s)
         }
         None => None,
@@ -276,6 +279,7 @@ async fn run_with(
         history_config_map: args.history_configmap.as_deref(),
         ca_bundle: ca_bundle.as_deref(),
         accept_interrupted: args.accept_interrupted,
+        last_pre,
     })
     .map_err(|e| Failure::Usage(e.to_string()))?;
 

@@ -11,6 +11,7 @@ use stagehand_actions::Library;
 use stagehand_config::{
     Declarations, Deployment, Footprint, Problem, Recorded, Release, Stage, Warning, validate,
 };
+use stagehand_crds::unversioned::HistoryEntry;
 use stagehand_crds::{ACCEPT_INTERRUPTED_UPGRADE_ANNOTATION, Migration, MigrationRun};
 
 use super::conditions::{Phase, bounded_problems};
@@ -123,21 +124,26 @@ pub fn history_incomplete(context: &Deployment, migration: &str) -> Option<Strin
 }
 
 /// An earlier upgrade that stopped between its stages, seen from a pre run of another
-/// release (pure): a release N other than the run's, newer than the last migrated one, whose
-/// pre stage ran — a succeeded, non-dry pre run of N among `siblings`, or (the runs gone:
-/// retention, an adopted deployment) a pre-stage footprint tagged N in the history — and
-/// whose post stage never recorded it. Judging the run's windows from the release before N
-/// would skip what N's pre stage started. `None` when there is none, when the run is not a
-/// pre run, or when the run accepts it ([`ACCEPT_INTERRUPTED_UPGRADE_ANNOTATION`] naming N).
+/// release (pure): a release N other than the run's, newer than the last migrated one `last`,
+/// whose pre stage ran — a succeeded, non-dry pre run of N among `siblings`, or (the runs
+/// gone: retention, an adopted deployment) a pre-stage footprint of N in `history` — and
+/// whose post stage never recorded it. A footprint belongs to the release whose run recorded
+/// it (its `release`), else (an entry that names none) to its tag: a pre-only run of the
+/// release being deployed (openDesk's review: `migrations-pre` alone, dry run, then the
+/// whole upgrade) records footprints of that release even when they carry an older tag, and
+/// is no interruption. Judging the run's windows from the release before N would skip what
+/// N's pre stage started. `None` when there is none, when the run is not a pre run, or when
+/// the run accepts it ([`ACCEPT_INTERRUPTED_UPGRADE_ANNOTATION`] naming N).
 pub fn interrupted_upgrade(
     run: &MigrationRun,
     siblings: &[MigrationRun],
-    context: &Deployment,
+    last: Option<&Release>,
+    history: &[HistoryEntry],
 ) -> Option<String> {
     if run.spec.stage != Stage::Pre {
         return None;
     }
-    let last = context.last_migrated.as_ref()?;
+    let last = last?;
     let current = Release::parse(&run.spec.release).ok()?;
     let unfinished = |n: &Release| n != &current && n > last;
     let from_runs = siblings
@@ -153,12 +159,11 @@ pub fn interrupted_upgrade(
                 .ok()
                 .map(|n| (n, format!("pre run {} succeeded", r.name_any())))
         });
-    let from_history = context
-        .history
+    let from_history = history
         .iter()
-        .filter(|f| f.stage == Stage::Pre)
+        .filter(|f| f.stage == Some(Stage::Pre))
         .filter_map(|f| {
-            let n = Release::parse(f.tag.as_deref()?).ok()?;
+            let n = Release::parse(f.release.as_deref().or(f.tag.as_deref())?).ok()?;
             Some((
                 n,
                 format!("the history records its pre-stage action {}", f.id),
@@ -217,7 +222,12 @@ pub(super) async fn step(r: &mut Reconcile, migration: &Migration) -> Step<Asses
         if let Some(message) = history_incomplete(&assessment.context, &migration.name_any()) {
             return r.stop(Phase::HistoryIncomplete(message)).await;
         }
-        if let Some(message) = interrupted_upgrade(&r.run, &r.siblings, &assessment.context) {
+        if let Some(message) = interrupted_upgrade(
+            &r.run,
+            &r.siblings,
+            assessment.context.last_migrated.as_ref(),
+            &ledger.history(),
+        ) {
             return r.stop(Phase::InterruptedUpgrade(message)).await;
         }
     }
@@ -361,24 +371,40 @@ mod tests {
         assert_eq!(history_incomplete(&known, "opendesk"), None);
     }
 
+    fn v(release: &str) -> Option<Release> {
+        Release::parse(release).ok()
+    }
+
+    /// History entries `(stage, id, tag, release of the run that recorded it)`.
+    fn entries(prints: &[(Stage, &str, &str, Option<&str>)]) -> Vec<HistoryEntry> {
+        prints
+            .iter()
+            .map(|(stage, id, tag, release)| HistoryEntry {
+                stage: Some(*stage),
+                id: (*id).into(),
+                tag: Some((*tag).into()),
+                release: release.map(Into::into),
+                ..HistoryEntry::default()
+            })
+            .collect()
+    }
+
     #[test]
     fn a_pre_run_after_an_unfinished_upgrade_is_stopped_unless_accepted() {
-        let last = deployment(Some("v1.17.3"), &[]);
+        let last = v("v1.17.3");
+        let last = last.as_ref();
         let next = pre_run("opendesk-v1.19.0-pre", "v1.19.0", None);
         // v1.18.0's pre run succeeded, no post run of it recorded v1.18.0.
         let siblings = vec![pre_run("opendesk-v1.18.0-pre", "v1.18.0", Some(true))];
-        let message = interrupted_upgrade(&next, &siblings, &last).unwrap_or_default();
+        let message = interrupted_upgrade(&next, &siblings, last, &[]).unwrap_or_default();
         assert!(
             message.starts_with("the upgrade to release v1.18.0 is unfinished: its pre stage ran (pre run opendesk-v1.18.0-pre succeeded)")
                 && message.contains("accept-interrupted-upgrade=v1.18.0"),
             "{message}"
         );
-        // Its runs gone: the history tells the same.
-        let from_history = deployment(
-            Some("v1.17.3"),
-            &[(Stage::Pre, "functional_accounts_export", "v1.18.0")],
-        );
-        let message = interrupted_upgrade(&next, &[], &from_history).unwrap_or_default();
+        // Its runs gone: the history tells the same (an adopted entry names no release: its tag).
+        let from_history = entries(&[(Stage::Pre, "functional_accounts_export", "v1.18.0", None)]);
+        let message = interrupted_upgrade(&next, &[], last, &from_history).unwrap_or_default();
         assert!(
             message.contains("the history records its pre-stage action functional_accounts_export"),
             "{message}"
@@ -393,28 +419,79 @@ mod tests {
             .into_iter()
             .collect(),
         );
-        assert_eq!(interrupted_upgrade(&accepted, &siblings, &last), None);
+        assert_eq!(interrupted_upgrade(&accepted, &siblings, last, &[]), None);
         // A pre run of the same release (openDesk's dry-run review) is no interruption.
         let again = pre_run("opendesk-v1.18.0-pre-2", "v1.18.0", None);
-        assert_eq!(interrupted_upgrade(&again, &siblings, &from_history), None);
-        // v1.18.0 recorded (its post stage ran): nothing unfinished.
-        let done = deployment(
-            Some("v1.18.0"),
-            &[(Stage::Pre, "functional_accounts_export", "v1.18.0")],
+        assert_eq!(
+            interrupted_upgrade(&again, &siblings, last, &from_history),
+            None
         );
-        assert_eq!(interrupted_upgrade(&next, &siblings, &done), None);
+        // v1.18.0 recorded (its post stage ran): nothing unfinished.
+        let done = v("v1.18.0");
+        assert_eq!(
+            interrupted_upgrade(&next, &siblings, done.as_ref(), &from_history),
+            None
+        );
         // A failed or dry pre run of v1.18.0 changed nothing to resume; a post-stage footprint
         // is not a pre stage.
         let mut dry = pre_run("review", "v1.18.0", Some(true));
         dry.spec.dry_run = true;
         assert_eq!(
-            interrupted_upgrade(&next, &[pre_run("x", "v1.18.0", Some(false)), dry], &last),
+            interrupted_upgrade(
+                &next,
+                &[pre_run("x", "v1.18.0", Some(false)), dry],
+                last,
+                &[]
+            ),
             None
         );
-        let post_only = deployment(
-            Some("v1.17.3"),
-            &[(Stage::Post, "ox_shared_accounts_import", "v1.18.0")],
+        let post_only = entries(&[(Stage::Post, "ox_shared_accounts_import", "v1.18.0", None)]);
+        assert_eq!(interrupted_upgrade(&next, &[], last, &post_only), None);
+    }
+
+    /// openDesk's review of v1.19.1 (its pre stage alone, the synapse action tagged v1.19.0 as a
+    /// dry run; then, the option flipped, again; then the whole upgrade): the footprints carry
+    /// the older tag v1.19.0 but were recorded by runs of v1.19.1, the release being deployed.
+    /// A pre stage left by an older release's pre run stays an interrupted upgrade.
+    #[test]
+    fn a_pre_only_deployment_of_the_release_deployed_is_no_interrupted_upgrade() {
+        let last = v("v1.18.2");
+        let last = last.as_ref();
+        let review = entries(&[
+            (
+                Stage::Pre,
+                "synapse_deactivate_orphaned_users",
+                "v1.19.0",
+                Some("v1.19.1"),
+            ),
+            (Stage::Pre, "configmap_create", "v1.19.0", Some("v1.19.1")),
+        ]);
+        let flipped = pre_run("opendesk-v1.19.1-pre-apply", "v1.19.1", None);
+        assert_eq!(
+            interrupted_upgrade(&flipped, &[], last, &review),
+            None,
+            "a new pre run of the release whose pre stage ran alone"
         );
-        assert_eq!(interrupted_upgrade(&next, &[], &post_only), None);
+        let siblings = vec![pre_run("opendesk-v1.19.1-pre", "v1.19.1", Some(true))];
+        assert_eq!(
+            interrupted_upgrade(&flipped, &siblings, last, &review),
+            None
+        );
+        let mut post = pre_run("opendesk-v1.19.1-post", "v1.19.1", None);
+        post.spec.stage = Stage::Post;
+        assert_eq!(interrupted_upgrade(&post, &siblings, last, &review), None);
+        // The pre stage of v1.19.0 ran alone and the deployment now goes to v1.19.1.
+        let older = entries(&[(
+            Stage::Pre,
+            "synapse_deactivate_orphaned_users",
+            "v1.19.0",
+            Some("v1.19.0"),
+        )]);
+        let message = interrupted_upgrade(&flipped, &[], last, &older).unwrap_or_default();
+        assert!(
+            message.starts_with("the upgrade to release v1.19.0 is unfinished")
+                && message.contains("synapse_deactivate_orphaned_users"),
+            "{message}"
+        );
     }
 }
