@@ -23,6 +23,7 @@ pub mod scene;
 pub mod secrets;
 pub mod sims;
 pub mod slapd;
+pub mod synapse;
 pub mod waiting;
 pub mod wire_proxy;
 pub mod workloads;
