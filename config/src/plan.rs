@@ -155,7 +155,7 @@ pub fn declared_footprint(stage: Stage, d: &Declaration) -> Option<Footprint> {
         stage,
         id: d.id.clone()?,
         tag: d.tag.clone(),
-        run_mode: None,
+        run_mode: d.run_mode.clone(),
     })
 }
 
