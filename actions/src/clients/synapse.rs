@@ -18,6 +18,9 @@ use crate::text::one_line;
 /// The registration endpoint (nonce and registration).
 pub const REGISTER_PATH: [&str; 4] = ["_synapse", "admin", "v1", "register"];
 
+/// What Synapse answers (400) to a shared-secret registration when it has no shared secret.
+pub const REGISTRATION_OFF: &str = "Shared secret registration is not enabled";
+
 /// The hex HMAC-SHA1 Synapse checks on a shared-secret registration: keyed with the shared
 /// secret, over `nonce`, `user`, `password` and `admin`/`notadmin`, NUL-separated.
 pub fn registration_mac(
@@ -143,10 +146,11 @@ impl SynapseAdmin {
         one_line(&error.unwrap_or_else(|| answer.body.clone()), 300)
     }
 
-    /// A registration nonce. Any answer but a nonce means shared-secret registration is not
-    /// available: Synapse has no registration shared secret, or delegates authentication
-    /// (MSC3861 / the Matrix Authentication Service), which turns the endpoint off;
-    /// [`ActionError::Refused`].
+    /// A registration nonce. Any answer but a nonce means the endpoint is off (authentication
+    /// delegated: MSC3861 / the Matrix Authentication Service); [`ActionError::Refused`]. A
+    /// Synapse without a shared secret still hands out nonces (1.163, proven in
+    /// e2e/tests/synapse_orphans.rs) and refuses only the registration: see
+    /// [`SynapseAdmin::register_admin`].
     pub async fn nonce(&self) -> Result<String, ActionError> {
         let url = self.url(&REGISTER_PATH);
         let answer = self
@@ -154,7 +158,7 @@ impl SynapseAdmin {
             .await?;
         if answer.status != StatusCode::OK {
             return Err(ActionError::Refused(format!(
-                "Synapse at {} refuses shared-secret registration (GET {url} answered {}: {}): it has no registration shared secret, or it delegates authentication to the Matrix Authentication Service (MSC3861), where its admin API must not be used; nothing was changed",
+                "Synapse at {} refuses shared-secret registration (GET {url} answered {}: {}): the endpoint is off, as when it delegates authentication to the Matrix Authentication Service (MSC3861), where its admin API must not be used; nothing was changed",
                 self.base,
                 answer.status,
                 Self::detail(&answer)
@@ -202,6 +206,11 @@ impl SynapseAdmin {
                 // A wrong MAC: the shared secret read is not the one Synapse runs with.
                 403 => ActionError::Refused(format!(
                     "{message}: the registration shared secret read from homeserver.yaml is not the one Synapse uses (was it changed without a restart?)"
+                )),
+                // Synapse hands out a nonce either way; without a shared secret of its own it
+                // refuses the registration with 400 "Shared secret registration is not enabled".
+                400 if answer.body.contains(REGISTRATION_OFF) => ActionError::Refused(format!(
+                    "{message}: Synapse runs without a registration shared secret although homeserver.yaml names one (was it changed without a restart?); nothing was changed"
                 )),
                 status => ActionError::for_status(status, message),
             });

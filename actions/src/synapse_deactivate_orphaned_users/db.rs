@@ -193,6 +193,25 @@ impl SynapseDb {
         Ok((d.max(0) as u64, e.max(0) as u64))
     }
 
+    /// Of `names`, those the database shows deactivated.
+    pub async fn deactivated_among(
+        &self,
+        names: &[String],
+    ) -> Result<std::collections::HashSet<String>, ActionError> {
+        let rows = self
+            .client
+            .query(
+                &self.settings,
+                "reading which approved accounts are deactivated",
+                "SELECT name FROM users WHERE deactivated <> 0 AND name = ANY($1)",
+                &[&names],
+            )
+            .await?;
+        rows.iter()
+            .map(|r| col::<String>(r, 0, "the deactivated accounts"))
+            .collect()
+    }
+
     /// How many guest accounts there are.
     pub async fn guests_left(&self) -> Result<u64, ActionError> {
         let rows = self

@@ -279,8 +279,52 @@ impl Config {
         selection::over_limit(s.orphans.len(), s.active, self.safety.max_orphan_percent)
     }
 
-    fn check_approved(&self, s: &Survey, approved: Option<&Findings>) -> Result<(), ActionError> {
-        match approved.and_then(|a| s.findings.difference_from(a)) {
+    /// Stops with [`ActionError::FindingsChanged`] when the accounts found now are not the
+    /// approved ones. An approved account no longer found because it is deactivated now (an
+    /// earlier apply of the same approval deactivated it before it was stopped, or a guest it
+    /// converted) is no difference: an apply resumes after a stop.
+    async fn check_approved(
+        &self,
+        ready: &Ready,
+        s: &Survey,
+        approved: Option<&Findings>,
+    ) -> Result<(), ActionError> {
+        let Some(approved) = approved else {
+            return Ok(());
+        };
+        if s.findings.difference_from(approved).is_none() {
+            return Ok(());
+        }
+        let found: HashSet<(&str, &str)> = s
+            .findings
+            .rows
+            .iter()
+            .map(|r| {
+                (
+                    r.group.as_str(),
+                    r.values.first().map_or("", String::as_str),
+                )
+            })
+            .collect();
+        let gone: Vec<String> = approved
+            .rows
+            .iter()
+            .filter_map(|r| {
+                let id = r.values.first()?;
+                (!found.contains(&(r.group.as_str(), id.as_str()))).then(|| id.clone())
+            })
+            .collect();
+        let done = ready.db.deactivated_among(&gone).await?;
+        let still = Findings {
+            rows: approved
+                .rows
+                .iter()
+                .filter(|r| r.values.first().is_none_or(|id| !done.contains(id)))
+                .cloned()
+                .collect(),
+            ..approved.clone()
+        };
+        match s.findings.difference_from(&still) {
             Some(difference) => Err(ActionError::FindingsChanged(format!(
                 "the Matrix accounts found now are not the ones approved ({difference}); nothing was deactivated: plan the run again and review it"
             ))),
@@ -315,7 +359,7 @@ impl Config {
             ));
         }
         if !register {
-            self.check_approved(&survey, approved)?;
+            self.check_approved(&ready, &survey, approved).await?;
         }
         summary.push_str(&format!(
             "; {} would become deactivated accounts",
@@ -384,7 +428,7 @@ impl Config {
         stop.check()?;
         let ready = self.prepare(src).await?;
         let survey = self.survey(&ready, src.directory).await?;
-        self.check_approved(&survey, approved)?;
+        self.check_approved(&ready, &survey, approved).await?;
         if self.over_limit(&survey) {
             return Err(ActionError::Refused(selection::over_limit_message(
                 survey.orphans.len(),
