@@ -335,7 +335,7 @@ pub fn read_krb5(stdout: &str, complete: bool) -> Result<ToolReport, ActionError
     }
 }
 
-/// At most [`QUOTE_LIMIT`] characters of `text`, on one line; its end when it is longer (a
+/// At most `QUOTE_LIMIT` (800) characters of `text`, on one line; its end when it is longer (a
 /// tool's last words say why it stopped).
 pub fn quote(text: &str) -> String {
     let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");

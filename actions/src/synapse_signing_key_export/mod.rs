@@ -4,7 +4,7 @@
 //! as Synapse reads it ([`key_file`]); the Secret (`target`) is created with the configured
 //! labels and the file as Synapse wrote it, or given the key when it carries those labels and
 //! lacks it. An equal key already there is success; a different one is a failure that changes
-//! nothing ([`decide`]). The key's value goes nowhere but into the Secret: it is held as a
+//! nothing ([`Config::decide`]). The key's value goes nowhere but into the Secret: it is held as a
 //! [`SecretValue`], and summaries and errors name keys by algorithm and key id only.
 
 pub mod key_file;
@@ -156,7 +156,7 @@ struct Read {
     keys: KeyFile,
 }
 
-/// What to do with the Secret, given the key file and what the cluster holds (see [`decide`]).
+/// What to do with the Secret, given the key file and what the cluster holds (see [`Config::decide`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
     /// The Secret does not exist: create it with the labels and the key.

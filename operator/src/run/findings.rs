@@ -7,7 +7,7 @@
 //! approval: what a person approves) and `action-<index>.json` (found by the action as it ran,
 //! dry runs included). The first ConfigMap counts the parts (annotation
 //! `stagehand.dev/findings-parts`), so that a shorter list written later never reads stale
-//! parts. The packing and the digest a person approves are pure; [`keep`] and [`read`] talk
+//! parts. The packing and the digest a person approves are pure; [`Keeper::keep`] and [`read`] talk
 //! to the API server.
 
 use std::collections::BTreeMap;
