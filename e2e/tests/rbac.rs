@@ -9,13 +9,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Output};
+use std::time::Duration;
 
 use serde_json::Value;
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
     Scene, apply, assert_no_secret_leak, condition, create_secret, get, kubectl, kubectl_stdin, ok,
-    running_pods, stagehand, statefulset, stderr, stdout, wait,
+    running_pods, stagehand, statefulset, stderr, stdout, wait, wait_for,
 };
 
 /// The three comment lines on top of `deploy/manifests/stagehand.yaml`.
@@ -41,13 +42,17 @@ fn helm_bin() -> PathBuf {
     )
 }
 
-fn helm(args: &[&str]) -> String {
-    let out = Command::new(helm_bin())
+/// helm with `args` in the repository's root; its output, whatever the exit status.
+fn helm_output(args: &[&str]) -> Output {
+    Command::new(helm_bin())
         .current_dir(root())
         .args(args)
         .output()
-        .expect("running helm");
-    ok(&format!("helm {}", args.join(" ")), &out)
+        .expect("running helm")
+}
+
+fn helm(args: &[&str]) -> String {
+    ok(&format!("helm {}", args.join(" ")), &helm_output(args))
 }
 
 /// Text without its comment lines (those starting with `#`).
@@ -484,4 +489,516 @@ async fn a_secret_not_listed_is_forbidden_and_the_run_names_the_rule_to_add() {
         &[("the operator's log", &operator.logs())],
     );
     let _ = std::fs::remove_file(&config);
+}
+
+/// The ```yaml blocks of docs/deploy.md: every one is a values file of the chart.
+fn documented_values() -> Vec<String> {
+    let docs = std::fs::read_to_string(root().join("docs/deploy.md")).unwrap();
+    let blocks: Vec<String> = docs
+        .split("```yaml\n")
+        .skip(1)
+        .map(|rest| rest.split("```").next().unwrap().to_string())
+        .collect();
+    assert!(
+        blocks.len() >= 2,
+        "docs/deploy.md shows the Secrets and the platform values: {blocks:?}"
+    );
+    blocks
+}
+
+/// The "Platform pieces" values of docs/deploy.md (the block with `extraVolumes`), written
+/// to a file for `-f`; returns its path.
+fn platform_values_file(name: &str) -> PathBuf {
+    let block = documented_values()
+        .into_iter()
+        .find(|b| b.contains("extraVolumes:"))
+        .expect("docs/deploy.md shows values with extraVolumes");
+    let path = std::env::temp_dir().join(format!(
+        "stagehand-values-{name}-{}.yaml",
+        std::process::id()
+    ));
+    std::fs::write(&path, block).unwrap();
+    path
+}
+
+/// The documents `helm template` renders with `args` appended.
+fn rendered(args: &[&str]) -> Vec<Value> {
+    let mut all = vec!["template", "stagehand", "deploy/charts/stagehand"];
+    all.extend(args);
+    let text = helm(&all);
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|doc| serde::Deserialize::deserialize(doc).unwrap())
+        .filter(|v: &Value| !v.is_null())
+        .collect()
+}
+
+fn named<'a>(docs: &'a [Value], kind: &str, name: &str) -> Option<&'a Value> {
+    docs.iter()
+        .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+}
+
+/// `values.schema.json` refuses a key the chart does not know, naming it and where it is
+/// (`helm lint --strict` and `helm template` alike), instead of ignoring a typo such as
+/// `rbac.secretName`; the default values and every values block of docs/deploy.md pass.
+#[test]
+fn the_values_schema_refuses_an_unknown_key_naming_it() {
+    for (set, at, key) in [
+        ("rbac.secretName=x", "/rbac", "secretName"),
+        ("replicas=2", "", "replicas"),
+        ("serviceMonitor.enable=true", "/serviceMonitor", "enable"),
+        ("networkPolicy.egress=x", "/networkPolicy", "egress"),
+        ("resources.limit.memory=1Gi", "/resources", "limit"),
+    ] {
+        let lint = helm_output(&["lint", "--strict", "deploy/charts/stagehand", "--set", set]);
+        let template = helm_output(&["template", "x", "deploy/charts/stagehand", "--set", set]);
+        let wanted = format!("at '{at}': additional properties '{key}' not allowed");
+        for (what, out) in [("helm lint --strict", &lint), ("helm template", &template)] {
+            let text = format!("{}{}", stdout(out), stderr(out));
+            assert!(
+                !out.status.success() && text.contains(&wanted),
+                "{what} --set {set} must fail naming {wanted:?}: {text}"
+            );
+        }
+    }
+    let wrong_type = helm_output(&[
+        "template",
+        "x",
+        "deploy/charts/stagehand",
+        "--set",
+        "logFormat=xml",
+    ]);
+    assert!(
+        !wrong_type.status.success() && stderr(&wrong_type).contains("/logFormat"),
+        "{}",
+        stderr(&wrong_type)
+    );
+    helm(&["lint", "--strict", "deploy/charts/stagehand"]);
+    for (i, block) in documented_values().iter().enumerate() {
+        let path = std::env::temp_dir().join(format!(
+            "stagehand-docs-values-{}-{i}.yaml",
+            std::process::id()
+        ));
+        std::fs::write(&path, block).unwrap();
+        let file = path.to_string_lossy().into_owned();
+        helm(&["lint", "--strict", "deploy/charts/stagehand", "-f", &file]);
+        helm(&["template", "x", "deploy/charts/stagehand", "-f", &file]);
+        let _ = std::fs::remove_file(&path);
+    }
+}
+
+/// What the chart renders besides the operator: a PodDisruptionBudget only with more than one
+/// replica, ServiceMonitor/PodMonitor/NetworkPolicy only when enabled (scraping the port named
+/// `metrics`; the policy's ingress only to the metrics and probe ports, egress to DNS, the API
+/// server and the declared systems), the aggregated view/edit ClusterRoles, and the
+/// storage-version ClusterRole only for a cluster-wide install.
+#[test]
+fn the_platform_pieces_render_only_when_asked() {
+    let default = rendered(&["-n", "stagehand-system"]);
+    for kind in [
+        "PodDisruptionBudget",
+        "NetworkPolicy",
+        "ServiceMonitor",
+        "PodMonitor",
+    ] {
+        assert!(
+            !default.iter().any(|d| d["kind"] == kind),
+            "no {kind} by default"
+        );
+    }
+    let storage = "stagehand-crd-storage-version";
+    for watch in [
+        &["-n", "stagehand-system"][..],
+        &["-n", "x", "--set", "watchNamespace=opendesk"],
+    ] {
+        let docs = rendered(watch);
+        assert!(
+            named(&docs, "ClusterRole", storage).is_none()
+                && named(&docs, "ClusterRoleBinding", storage).is_none(),
+            "a namespaced install ({watch:?}) gets no storage-version ClusterRole"
+        );
+    }
+    let cluster_wide = rendered(&["-n", "x", "--set", "watchNamespace=*"]);
+    let rules = &named(&cluster_wide, "ClusterRole", storage)
+        .expect("cluster-wide: storage-version ClusterRole")["rules"];
+    assert!(
+        rules
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["resources"][0] == "migrations"
+                && r["verbs"].as_array().unwrap().contains(&"update".into())),
+        "{rules}"
+    );
+    assert!(named(&cluster_wide, "ClusterRoleBinding", storage).is_some());
+
+    let view =
+        named(&default, "ClusterRole", "stagehand-view").expect("ClusterRole stagehand-view");
+    assert_eq!(
+        view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"],
+        "true"
+    );
+    assert_eq!(
+        view["rules"],
+        serde_json::json!([{"apiGroups": ["stagehand.dev"], "resources": ["migrations", "migrationruns"], "verbs": ["get", "list", "watch"]}])
+    );
+    let edit =
+        named(&default, "ClusterRole", "stagehand-edit").expect("ClusterRole stagehand-edit");
+    assert_eq!(
+        edit["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-edit"],
+        "true"
+    );
+    assert!(
+        edit["rules"][0]["verbs"]
+            .as_array()
+            .unwrap()
+            .contains(&"create".into()),
+        "{edit}"
+    );
+
+    let two = rendered(&["-n", "s", "--set", "replicaCount=2"]);
+    let pdb = two
+        .iter()
+        .find(|d| d["kind"] == "PodDisruptionBudget")
+        .expect("a PDB with 2 replicas");
+    let deployment = named(&two, "Deployment", "stagehand").unwrap();
+    assert_eq!(pdb["spec"]["minAvailable"], 1);
+    assert_eq!(pdb["spec"]["selector"], deployment["spec"]["selector"]);
+    let by_max = rendered(&[
+        "-n",
+        "s",
+        "--set",
+        "replicaCount=3",
+        "--set",
+        "podDisruptionBudget.maxUnavailable=1",
+    ]);
+    let pdb = by_max
+        .iter()
+        .find(|d| d["kind"] == "PodDisruptionBudget")
+        .unwrap();
+    assert!(
+        pdb["spec"]["maxUnavailable"] == 1 && pdb["spec"]["minAvailable"].is_null(),
+        "{pdb}"
+    );
+
+    let values = platform_values_file("render");
+    let file = values.to_string_lossy().into_owned();
+    let docs = rendered(&["-n", "s", "-f", &file, "--set", "podMonitor.enabled=true"]);
+    let _ = std::fs::remove_file(&values);
+    let service = named(&docs, "Service", "stagehand-metrics").unwrap();
+    assert_eq!(service["spec"]["ports"][0]["name"], "metrics");
+    let monitor = docs
+        .iter()
+        .find(|d| d["kind"] == "ServiceMonitor")
+        .expect("a ServiceMonitor");
+    assert_eq!(monitor["spec"]["endpoints"][0]["port"], "metrics");
+    assert_eq!(
+        monitor["spec"]["selector"]["matchLabels"],
+        service["spec"]["selector"]
+    );
+    assert_eq!(
+        monitor["metadata"]["labels"]["release"],
+        "kube-prometheus-stack"
+    );
+    let pods = docs
+        .iter()
+        .find(|d| d["kind"] == "PodMonitor")
+        .expect("a PodMonitor");
+    let deployment = named(&docs, "Deployment", "stagehand").unwrap();
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    assert!(
+        container["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == "metrics")
+    );
+    assert_eq!(pods["spec"]["podMetricsEndpoints"][0]["port"], "metrics");
+    assert_eq!(pods["spec"]["selector"], deployment["spec"]["selector"]);
+    let env: Vec<&Value> = container["env"].as_array().unwrap().iter().collect();
+    let value_of = |name: &str| {
+        env.iter()
+            .find(|e| e["name"] == name)
+            .map(|e| e["value"].clone())
+    };
+    assert_eq!(
+        value_of("STAGEHAND_PROBE_ADDRESS"),
+        Some("[::]:8080".into())
+    );
+    assert_eq!(
+        value_of("STAGEHAND_METRICS_ADDRESS"),
+        Some("[::]:9090".into())
+    );
+
+    let policy = docs
+        .iter()
+        .find(|d| d["kind"] == "NetworkPolicy")
+        .expect("a NetworkPolicy");
+    assert_eq!(
+        policy["spec"]["podSelector"],
+        deployment["spec"]["selector"]
+    );
+    assert_eq!(
+        policy["spec"]["policyTypes"],
+        serde_json::json!(["Ingress", "Egress"])
+    );
+    let ingress_ports: Vec<&Value> = policy["spec"]["ingress"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["ports"][0]["port"])
+        .collect();
+    assert_eq!(
+        ingress_ports,
+        [&Value::from("metrics"), &Value::from("http-probes")]
+    );
+    let egress = policy["spec"]["egress"].as_array().unwrap();
+    assert_eq!(egress.len(), 3, "DNS, API server, openDesk: {egress:?}");
+    assert_eq!(egress[0]["ports"][0]["port"], 53);
+    assert_eq!(egress[1]["to"][0]["ipBlock"]["cidr"], "10.0.0.1/32");
+    assert_eq!(
+        egress[2]["to"][0]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+        "opendesk"
+    );
+
+    let refused = helm_output(&[
+        "template",
+        "x",
+        "deploy/charts/stagehand",
+        "--set",
+        "serviceMonitor.enabled=true",
+        "--set",
+        "metrics.service.enabled=false",
+    ]);
+    assert!(
+        !refused.status.success()
+            && stderr(&refused).contains("serviceMonitor.enabled needs metrics.service.enabled"),
+        "{}",
+        stderr(&refused)
+    );
+}
+
+/// The pods of release `instance` in `ns`, as JSON objects.
+fn pods_of(ns: &str, selector: &str) -> Vec<Value> {
+    let out = kubectl(&["get", "pods", "-n", ns, "-l", selector, "-o", "json"]);
+    let list: Value = serde_json::from_str(&ok("get pods", &out)).unwrap();
+    list["items"].as_array().unwrap().clone()
+}
+
+/// Pod Security `restricted`: in a namespace that enforces it, the chart's Deployment (with
+/// the platform values of docs/deploy.md: a CA Secret mounted at /etc/stagehand/ca, two
+/// replicas, the PDB, the NetworkPolicy) is admitted without a warning and its two pods are
+/// created, mounting the CA; the same Deployment allowing privilege escalation is warned about
+/// and its pods are refused, so the namespace does enforce.
+#[tokio::test]
+async fn the_deployment_with_a_ca_mounted_is_admitted_under_restricted_pod_security() {
+    let ns = Scene::cluster_without_crds("psa").await;
+    let ns = ns.name.clone();
+    ok(
+        "label the namespace",
+        &kubectl(&[
+            "label",
+            "namespace",
+            &ns,
+            "pod-security.kubernetes.io/enforce=restricted",
+            "pod-security.kubernetes.io/warn=restricted",
+        ]),
+    );
+    create_secret(
+        &ns,
+        "opendesk-ca",
+        "ca.crt",
+        "-----BEGIN CERTIFICATE-----\n",
+    );
+    let values = platform_values_file(&ns);
+    let file = values.to_string_lossy().into_owned();
+    let docs = rendered(&["-n", &ns, "-f", &file]);
+    let _ = std::fs::remove_file(&values);
+    let namespaced: Vec<Value> = docs
+        .into_iter()
+        .filter(|d| {
+            [
+                "ServiceAccount",
+                "Deployment",
+                "PodDisruptionBudget",
+                "NetworkPolicy",
+                "Service",
+            ]
+            .contains(&d["kind"].as_str().unwrap_or_default())
+        })
+        .collect();
+    assert_eq!(namespaced.len(), 5, "{namespaced:?}");
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": namespaced});
+    let applied = kubectl_stdin(&["apply", "-f", "-"], Some(&list.to_string()));
+    ok("apply the chart's Deployment", &applied);
+    assert!(
+        !stderr(&applied).contains("PodSecurity"),
+        "no Pod Security warning: {}",
+        stderr(&applied)
+    );
+    let selector = "app.kubernetes.io/name=stagehand,app.kubernetes.io/instance=stagehand";
+    wait_for(
+        "the operator's 2 pods created",
+        Duration::from_secs(90),
+        || async { (pods_of(&ns, selector).len() == 2).then_some(()) },
+    )
+    .await;
+    let pod = &pods_of(&ns, selector)[0];
+    let spec = &pod["spec"];
+    assert!(
+        spec["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["name"] == "ca" && v["secret"]["secretName"] == "opendesk-ca"),
+        "the pod has the CA Secret as a volume: {spec}"
+    );
+    let container = &spec["containers"][0];
+    assert!(
+        container["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["name"] == "ca"
+                && m["mountPath"] == "/etc/stagehand/ca"
+                && m["readOnly"] == true),
+        "the operator container mounts it read-only at /etc/stagehand/ca: {container}"
+    );
+    assert!(
+        container["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "SSL_CERT_FILE" && e["value"] == "/etc/stagehand/ca/ca.crt"),
+        "{container}"
+    );
+    assert_eq!(
+        container["args"],
+        serde_json::json!(["operator", "--max-concurrent-runs=8"])
+    );
+
+    // The same Deployment, allowing privilege escalation: warned about, its pods refused.
+    let mut escalating = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["kind"] == "Deployment")
+        .unwrap()
+        .clone();
+    escalating["metadata"]["name"] = "escalating".into();
+    escalating["spec"]["selector"]["matchLabels"]["variant"] = "escalating".into();
+    escalating["spec"]["template"]["metadata"]["labels"]["variant"] = "escalating".into();
+    escalating["spec"]["template"]["spec"]["containers"][0]["securityContext"]["allowPrivilegeEscalation"] =
+        true.into();
+    let applied = kubectl_stdin(&["apply", "-f", "-"], Some(&escalating.to_string()));
+    ok("apply the escalating Deployment", &applied);
+    assert!(
+        stderr(&applied).contains(
+            "would violate PodSecurity \"restricted:latest\": allowPrivilegeEscalation != false"
+        ),
+        "{}",
+        stderr(&applied)
+    );
+    let refusal = wait_for(
+        "the escalating pods refused",
+        Duration::from_secs(90),
+        || async {
+            let out = kubectl(&[
+                "get",
+                "replicasets",
+                "-n",
+                &ns,
+                "-l",
+                "variant=escalating",
+                "-o",
+                "json",
+            ]);
+            let list: Value = serde_json::from_str(&stdout(&out)).ok()?;
+            list["items"].as_array()?.iter().find_map(|rs| {
+                rs["status"]["conditions"].as_array()?.iter().find_map(|c| {
+                    (c["type"] == "ReplicaFailure")
+                        .then(|| c["message"].as_str().unwrap_or_default().to_string())
+                })
+            })
+        },
+    )
+    .await;
+    assert!(
+        refusal.contains("violates PodSecurity \"restricted:latest\""),
+        "{refusal}"
+    );
+    assert!(pods_of(&ns, "variant=escalating").is_empty());
+}
+
+/// The aggregated ClusterRoles reach humans: whoever has `view` in a namespace may list
+/// Migrations and MigrationRuns there but not create them; `edit` may create them; without a
+/// binding nothing.
+#[tokio::test]
+async fn view_and_edit_reach_migrations_through_aggregation() {
+    let ns = Scene::cluster("aggregate").await;
+    let ns = ns.name.clone();
+    let text = helm(&[
+        "template",
+        &ns,
+        "deploy/charts/stagehand",
+        "-n",
+        &ns,
+        "--show-only",
+        "templates/rbac-aggregated.yaml",
+    ]);
+    let docs: Vec<Value> = serde_yaml::Deserializer::from_str(&text)
+        .map(|doc| serde::Deserialize::deserialize(doc).unwrap())
+        .collect();
+    let _guard = ClusterObjects(
+        docs.iter()
+            .map(|d| format!("clusterrole/{}", d["metadata"]["name"].as_str().unwrap()))
+            .collect(),
+    );
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": docs});
+    ok(
+        "apply the aggregated roles",
+        &kubectl_stdin(&["apply", "-f", "-"], Some(&list.to_string())),
+    );
+    for (user, role) in [("viewer", "view"), ("editor", "edit")] {
+        ok(
+            "bind",
+            &kubectl(&[
+                "create",
+                "rolebinding",
+                user,
+                "-n",
+                &ns,
+                &format!("--clusterrole={role}"),
+                &format!("--user={user}"),
+            ]),
+        );
+    }
+    let can = |user: &str, verb: &str, resource: &str| {
+        let out = kubectl(&[
+            "auth",
+            "can-i",
+            verb,
+            resource,
+            "-n",
+            &ns,
+            &format!("--as={user}"),
+        ]);
+        stdout(&out).trim() == "yes"
+    };
+    wait_for(
+        "the aggregation controller",
+        Duration::from_secs(60),
+        || async {
+            (can("viewer", "list", "migrationruns.stagehand.dev")
+                && can("editor", "create", "migrationruns.stagehand.dev"))
+            .then_some(())
+        },
+    )
+    .await;
+    assert!(can("viewer", "watch", "migrations.stagehand.dev"));
+    assert!(
+        !can("viewer", "create", "migrationruns.stagehand.dev"),
+        "view only reads"
+    );
+    assert!(can("editor", "patch", "migrations.stagehand.dev"));
+    assert!(!can("nobody", "list", "migrationruns.stagehand.dev"));
 }

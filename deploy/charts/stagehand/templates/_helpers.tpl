@@ -31,3 +31,13 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "stagehand.watchNamespace" -}}
 {{- default .Release.Namespace .Values.watchNamespace -}}
 {{- end -}}
+
+{{/* "true" when the install is cluster-wide (watchNamespace "*"), else "". */}}
+{{- define "stagehand.clusterWide" -}}
+{{- if eq (include "stagehand.watchNamespace" .) "*" -}}true{{- end -}}
+{{- end -}}
+
+{{/* listenAddress with a port (the `port` key): an IPv6 address goes in brackets. */}}
+{{- define "stagehand.listen" -}}
+{{- if contains ":" .host -}}[{{ .host }}]:{{ .port }}{{- else -}}{{ .host }}:{{ .port }}{{- end -}}
+{{- end -}}
