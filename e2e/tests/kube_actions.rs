@@ -517,6 +517,7 @@ fn instantiate_builds_every_action_of_the_library() {
             "workload_scale" => scale_config("StatefulSet", "x", 0, 1),
             "crd_storage_version_migrate" => json!({"crd": "a.b"}),
             "provisioning_drop_subscriptions" => json!({"subscriptions": ["ox-connector"]}),
+            "configmap_create" => json!({"configmap": {"name": "element-markers"}}),
             _ => json!({}),
         };
         assert!(
