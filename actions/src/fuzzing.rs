@@ -65,6 +65,7 @@ impl Parsers {
             &provisioning.provisioning.username,
             secret(),
             timeout,
+            provisioning.provisioning.answer_limit(),
         )?;
         Ok(Self {
             udm,

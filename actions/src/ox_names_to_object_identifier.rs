@@ -34,7 +34,6 @@
 //! failing for any that does not carry its identifier.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::stream;
@@ -386,14 +385,8 @@ impl Config {
 
     /// The SOAP client the config and the run's credentials describe.
     pub fn ox_client(&self, ctx: &ActionContext) -> Result<OxClient, ActionError> {
-        let password = ctx.secrets.get(OX_PASSWORD_FILE)?;
-        OxClient::new(
-            &self.soap_url(&ctx.namespace),
-            &self.ox_app_suite.username,
-            password.clone(),
-            Duration::from_secs(self.ox_app_suite.request_timeout_seconds.max(1)),
-        )
-        .map_err(ActionError::from)
+        self.ox_app_suite
+            .client(ctx, &self.soap_url(&ctx.namespace))
     }
 
     fn ox_failed(&self, ox: &OxClient, e: OxError, context: Option<u32>) -> ActionError {

@@ -11,7 +11,7 @@ use stagehand_config::Needs;
 
 use crate::action::ActionConfig;
 use crate::action::{Action, ActionContext, ActionError, Outcome};
-use crate::clients::http::{HttpApi, Response};
+use crate::clients::http::{AnswerLimit, HttpApi, MIB, Response};
 use crate::shared_config::needs_secrets;
 
 /// The `secretFiles` name of the Provisioning API admin's password.
@@ -49,7 +49,18 @@ pub struct Provisioning {
     #[serde(default = "Provisioning::default_timeout")]
     #[schemars(range(min = 1))]
     pub request_timeout_seconds: u64,
+    /// The most bytes read of one answer (4 MiB when left out); a larger answer fails the
+    /// action.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_response_bytes: Option<u64>,
 }
+
+/// The most bytes read of one answer unless `provisioning.maxResponseBytes` says otherwise.
+/// The largest answer is the list of subscriptions (`GET /v1/subscriptions`): a few hundred
+/// bytes a subscription, a handful of subscriptions in a deployment; 4 MiB leaves room for
+/// thousands.
+pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 4 * MIB;
 
 impl Provisioning {
     fn default_url() -> String {
@@ -63,12 +74,24 @@ impl Provisioning {
     }
 }
 
+impl Provisioning {
+    /// The most bytes read of one answer.
+    pub fn answer_limit(&self) -> AnswerLimit {
+        AnswerLimit::configured(
+            self.max_response_bytes,
+            DEFAULT_MAX_RESPONSE_BYTES,
+            "provisioning.maxResponseBytes",
+        )
+    }
+}
+
 impl Default for Provisioning {
     fn default() -> Self {
         Self {
             url: Self::default_url(),
             username: Self::default_username(),
             request_timeout_seconds: Self::default_timeout(),
+            max_response_bytes: None,
         }
     }
 }
@@ -85,6 +108,7 @@ impl Config {
             &self.provisioning.username,
             ctx.secrets.get(PASSWORD_FILE)?.clone(),
             Duration::from_secs(self.provisioning.request_timeout_seconds),
+            self.provisioning.answer_limit(),
         )
     }
 

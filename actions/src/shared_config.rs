@@ -44,6 +44,11 @@ pub struct Udm {
     #[serde(default = "Udm::default_timeout")]
     #[schemars(range(min = 1))]
     pub request_timeout_seconds: u64,
+    /// The most bytes read of one answer (16 MiB when left out); a larger answer fails the
+    /// action.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_response_bytes: Option<u64>,
 }
 
 impl Udm {
@@ -74,13 +79,17 @@ impl Udm {
     /// The client of the API, with the password of `username` from [`UDM_PASSWORD_FILE`].
     pub fn client(&self, ctx: &ActionContext) -> Result<UdmClient, ActionError> {
         let password = ctx.secrets.get(UDM_PASSWORD_FILE)?;
-        UdmClient::new(
+        let client = UdmClient::new(
             &self.url,
             &self.username,
             password.clone(),
             Duration::from_secs(self.request_timeout_seconds.max(1)),
         )
-        .map_err(ActionError::from)
+        .map_err(ActionError::from)?;
+        Ok(match self.max_response_bytes {
+            Some(bytes) => client.with_max_response_bytes(bytes),
+            None => client,
+        })
     }
 }
 
@@ -90,6 +99,7 @@ impl Default for Udm {
             url: Self::default_url(),
             username: Self::default_username(),
             request_timeout_seconds: Self::default_timeout(),
+            max_response_bytes: None,
         }
     }
 }
@@ -197,6 +207,11 @@ pub struct OxSoap {
     #[serde(default = "OxSoap::default_timeout")]
     #[schemars(range(min = 1))]
     pub request_timeout_seconds: u64,
+    /// The most bytes read of one answer (16 MiB when left out); a larger answer fails the
+    /// action.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_response_bytes: Option<u64>,
 }
 
 impl OxSoap {
@@ -209,6 +224,22 @@ impl OxSoap {
 }
 
 impl OxSoap {
+    /// The client of the API at `soap_url`, with the password from [`OX_PASSWORD_FILE`].
+    pub fn client(&self, ctx: &ActionContext, soap_url: &str) -> Result<OxClient, ActionError> {
+        let password = ctx.secrets.get(OX_PASSWORD_FILE)?;
+        let client = OxClient::new(
+            soap_url,
+            &self.username,
+            password.clone(),
+            Duration::from_secs(self.request_timeout_seconds.max(1)),
+        )
+        .map_err(ActionError::from)?;
+        Ok(match self.max_response_bytes {
+            Some(bytes) => client.with_max_response_bytes(bytes),
+            None => client,
+        })
+    }
+
     /// What is wrong with the section at `at`: see [`soap_url_issues`].
     pub fn issues(&self, at: &str) -> Vec<ConfigIssue> {
         soap_url_issues(at, self.soap_url.as_deref())
@@ -233,6 +264,7 @@ impl Default for OxSoap {
             soap_url: None,
             username: Self::default_username(),
             request_timeout_seconds: Self::default_timeout(),
+            max_response_bytes: None,
         }
     }
 }

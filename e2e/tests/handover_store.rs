@@ -120,8 +120,11 @@ async fn probe_then_durable_write_and_read_with_the_dedicated_identity() {
 
     // Overwrite, with keys that need escaping, and an object written by mc is read back.
     let key = "handover dir/ox functional+accounts (1).yaml";
-    store.write_durable(key, b"first").await.unwrap();
-    store.write_durable(key, b"second, longer").await.unwrap();
+    store.write_durable(key, &b"first"[..]).await.unwrap();
+    store
+        .write_durable(key, &b"second, longer"[..])
+        .await
+        .unwrap();
     assert_eq!(
         store.read(key).await.unwrap().as_deref(),
         Some(&b"second, longer"[..])
@@ -161,7 +164,7 @@ async fn a_large_handover_is_written_and_verified() {
     let doc = accounts(5000);
     let bytes = doc.to_yaml().unwrap();
     let started = Instant::now();
-    store.write_durable(KEY, &bytes).await.unwrap();
+    store.write_durable(KEY, bytes.clone()).await.unwrap();
     let write = started.elapsed();
     let started = Instant::now();
     let back = store.read_functional_accounts(KEY).await.unwrap().unwrap();
@@ -198,7 +201,7 @@ async fn a_wrong_secret_or_unknown_key_id_fails_the_probe_naming_everything_but_
 
     // The same for a read and a write: nothing is written with a refused credential.
     let e = store(&s, wrong)
-        .write_durable(KEY, b"x")
+        .write_durable(KEY, &b"x"[..])
         .await
         .unwrap_err()
         .to_string();
@@ -258,7 +261,7 @@ async fn a_missing_bucket_is_a_clear_error() {
         "a read must not take a missing bucket for a missing object: {e:?}"
     );
     let e = store(&root, minio.root_password())
-        .write_durable(KEY, b"x")
+        .write_durable(KEY, &b"x"[..])
         .await
         .unwrap_err();
     eprintln!("error: {e}");
@@ -278,8 +281,14 @@ async fn the_dedicated_identity_cannot_touch_another_bucket() {
     for e in [
         store.probe().await.unwrap_err(),
         store.read(KEY).await.unwrap_err(),
-        store.write_durable(KEY, b"overwritten").await.unwrap_err(),
-        store.write_durable("new.yaml", b"new").await.unwrap_err(),
+        store
+            .write_durable(KEY, &b"overwritten"[..])
+            .await
+            .unwrap_err(),
+        store
+            .write_durable("new.yaml", &b"new"[..])
+            .await
+            .unwrap_err(),
     ] {
         assert!(matches!(e, HandoverError::Denied { .. }), "{e:?}");
         let msg = e.to_string();
@@ -312,7 +321,7 @@ async fn tls_is_verified_against_the_configured_ca() {
     assert!(trusted.endpoint.starts_with("https://"));
     let verified = store(&trusted, minio.secret_key());
     verified.probe().await.unwrap();
-    verified.write_durable(KEY, b"over TLS").await.unwrap();
+    verified.write_durable(KEY, &b"over TLS"[..]).await.unwrap();
     assert_eq!(minio.object(BUCKET, KEY).as_deref(), Some(&b"over TLS"[..]));
 
     // The host name is verified too: the certificate is for 127.0.0.1 and localhost.
@@ -404,7 +413,7 @@ async fn the_region_is_the_one_the_store_answers_for() {
 async fn a_stopped_store_fails_fast_and_a_restarted_one_still_holds_the_handover() {
     let mut minio = Minio::start(MinioOptions::default());
     let store = store(&settings(&minio), minio.secret_key());
-    store.write_durable(KEY, b"kept").await.unwrap();
+    store.write_durable(KEY, &b"kept"[..]).await.unwrap();
     minio.stop();
 
     let started = Instant::now();
@@ -424,7 +433,7 @@ async fn a_stopped_store_fails_fast_and_a_restarted_one_still_holds_the_handover
         "a refused connection took {took:?} (timeout {TIMEOUT:?})"
     );
     let e = store
-        .write_durable(KEY, b"lost")
+        .write_durable(KEY, &b"lost"[..])
         .await
         .unwrap_err()
         .to_string();
@@ -539,7 +548,7 @@ async fn a_write_that_does_not_read_back_is_an_error() {
         }
     });
     let store = store(&fake_settings(port), "s3cr3t-value");
-    let e = store.write_durable(KEY, b"fresh").await.unwrap_err();
+    let e = store.write_durable(KEY, &b"fresh"[..]).await.unwrap_err();
     eprintln!("error: {e}");
     assert!(matches!(e, HandoverError::ReadBackMismatch { .. }), "{e:?}");
     let msg = e.to_string();
@@ -596,5 +605,40 @@ async fn a_store_answering_5xx_is_retried_then_reported() {
         started.elapsed() >= Duration::from_millis(1400),
         "{:?}",
         started.elapsed()
+    );
+}
+
+/// An object over the handover cap (64 MiB) is refused by its `Content-Length`, before its body
+/// is read: the write of one is not verified (its read-back is refused) and a read of it fails
+/// with the store's message.
+#[tokio::test]
+async fn an_object_over_the_cap_is_refused_without_being_read() {
+    use stagehand_actions::action::ActionError;
+    use stagehand_actions::clients::s3::MAX_OBJECT_BYTES;
+    let minio = Minio::start(MinioOptions::default());
+    let store = store(&settings(&minio), minio.secret_key());
+    let oversized = vec![b'#'; MAX_OBJECT_BYTES + 1];
+    let e = store.write_durable(KEY, oversized).await.unwrap_err();
+    assert!(matches!(e, HandoverError::TooLarge { .. }), "{e:?}");
+    let e = store.read(KEY).await.unwrap_err();
+    let text = e.to_string();
+    assert_eq!(
+        text,
+        format!(
+            "the object \"{KEY}\" in bucket \"migrations\" at {} is larger than 67108864 bytes: it is not a handover Stagehand wrote",
+            minio.endpoint()
+        )
+    );
+    assert_clean(&text, &[minio.secret_key()]);
+    assert!(matches!(
+        ActionError::from(e),
+        ActionError::InvalidAnswer(_)
+    ));
+    // Exactly the cap is read whole.
+    let at_cap = vec![b'#'; MAX_OBJECT_BYTES];
+    store.write_durable(KEY, at_cap).await.unwrap();
+    assert_eq!(
+        store.read(KEY).await.unwrap().map(|b| b.len()),
+        Some(MAX_OBJECT_BYTES)
     );
 }

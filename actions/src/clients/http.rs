@@ -1,8 +1,9 @@
 //! HTTP for every client that speaks it: [`client_builder`], the one place a
 //! `reqwest::Client` is configured (a timeout per request and per connect, TLS verified with
-//! rustls, Stagehand's user agent); [`transport_failure`], the one reading of a request that
-//! got no answer; and [`HttpApi`], the REST helper with HTTP basic credentials whose errors
-//! name the request but never the credential (the Provisioning API, UDM).
+//! rustls, Stagehand's user agent); [`read_capped`], the one place an answer's body is read
+//! (never more than the API's [`AnswerLimit`]); [`transport_failure`], the one reading of a
+//! request that got no answer; and [`HttpApi`], the REST helper with HTTP basic credentials
+//! whose errors name the request but never the credential (the Provisioning API, UDM).
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -10,6 +11,106 @@ use std::time::Duration;
 use reqwest::{Method, StatusCode, Url};
 
 use crate::action::{ActionError, SecretValue};
+
+/// One mebibyte, the unit the answer limits are sized in.
+pub const MIB: u64 = 1024 * 1024;
+
+/// The most bytes a client reads of one answer of an API, and the config key that raises it
+/// (named in the error of an answer that is larger). See docs/deploy.md, "Bounded answers".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AnswerLimit {
+    /// The limit in bytes.
+    pub bytes: u64,
+    /// What raises it, for the message: the action's config key, e.g. `udm.maxResponseBytes`.
+    pub raise: &'static str,
+}
+
+impl AnswerLimit {
+    /// `bytes` when the config sets it, else `default`; `raise` names the key either way.
+    pub fn configured(configured: Option<u64>, default: u64, raise: &'static str) -> Self {
+        Self {
+            bytes: configured.unwrap_or(default).max(1),
+            raise,
+        }
+    }
+}
+
+/// Why an answer's body was not read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The connection failed or timed out while the body was read.
+    #[error("{0}")]
+    Transport(reqwest::Error),
+    /// The answer is larger than the limit: it was refused after at most `limit` bytes (at
+    /// once when its `Content-Length` said so).
+    #[error(
+        "{request} answered more than {limit} bytes{declared}, more than Stagehand reads of one answer (the operator's memory is bounded): the answer was refused; if it is legitimate, raise {raise} (and the operator's memory limit with it, see docs/deploy.md, \"Bounded answers\")",
+        declared = match declared { Some(n) => format!(" (Content-Length: {n})"), None => String::new() }
+    )]
+    TooLarge {
+        /// The request, as the client names it: the API, the method and the URL (no
+        /// credential, no signed query).
+        request: String,
+        /// The limit in bytes.
+        limit: u64,
+        /// The length the answer declared, when it declared one.
+        declared: Option<u64>,
+        /// What raises the limit.
+        raise: &'static str,
+    },
+}
+
+/// Reads the body of `response`, at most `limit.bytes` of it: an answer whose `Content-Length`
+/// is larger is refused before a byte of its body is read, any other is read chunk by chunk
+/// into one buffer and refused as soon as it grows past the limit. `request` names the request
+/// in the error (the API, the method and the URL, never a credential or a signed query). This
+/// is the one place any client of the actions reads an HTTP answer.
+pub async fn read_capped(
+    mut response: reqwest::Response,
+    limit: AnswerLimit,
+    request: &str,
+) -> Result<Vec<u8>, ReadError> {
+    let too_large = |declared: Option<u64>| ReadError::TooLarge {
+        request: request.to_string(),
+        limit: limit.bytes,
+        declared,
+        raise: limit.raise,
+    };
+    let declared = response.content_length();
+    if let Some(length) = declared
+        && length > limit.bytes
+    {
+        return Err(too_large(Some(length)));
+    }
+    let cap = usize::try_from(limit.bytes).unwrap_or(usize::MAX);
+    // The declared length (within the limit) is what is allocated; an undeclared one grows.
+    let mut body = Vec::with_capacity(
+        declared
+            .and_then(|l| usize::try_from(l).ok())
+            .unwrap_or(0)
+            .min(cap),
+    );
+    while let Some(chunk) = response.chunk().await.map_err(ReadError::Transport)? {
+        if chunk.len() > cap - body.len() {
+            return Err(too_large(declared));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// `url` for a message: without a user or password it may carry.
+pub fn without_credentials(url: &Url) -> Url {
+    let mut shown = url.clone();
+    let _ = shown.set_username("");
+    let _ = shown.set_password(None);
+    shown
+}
+
+/// `body` as text: UTF-8 (the JSON the APIs answer), invalid sequences replaced.
+pub fn body_text(body: Vec<u8>) -> String {
+    String::from_utf8(body).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
 
 /// An API endpoint with its credential.
 #[derive(Debug, Clone)]
@@ -20,6 +121,8 @@ pub struct HttpApi {
     password: SecretValue,
     /// What the API is, for messages: e.g. `the Provisioning API`.
     name: &'static str,
+    /// The most bytes read of one answer.
+    limit: AnswerLimit,
 }
 
 /// A response read whole: status and body.
@@ -32,13 +135,15 @@ pub struct Response {
 }
 
 impl HttpApi {
-    /// An API at `base` (its path is kept: segments are appended to it).
+    /// An API at `base` (its path is kept: segments are appended to it), reading at most
+    /// `limit` of each answer.
     pub fn new(
         name: &'static str,
         base: &str,
         username: &str,
         password: SecretValue,
         timeout: Duration,
+        limit: AnswerLimit,
     ) -> Result<Self, ActionError> {
         let base = api_url(name, base)?;
         let client = client_builder(timeout).build().map_err(|e| {
@@ -50,6 +155,7 @@ impl HttpApi {
             username: username.to_string(),
             password,
             name,
+            limit,
         })
     }
 
@@ -124,6 +230,12 @@ pub struct FullResponse {
 }
 
 impl HttpApi {
+    /// The same API, reading at most `limit` of each answer.
+    pub fn with_limit(mut self, limit: AnswerLimit) -> Self {
+        self.limit = limit;
+        self
+    }
+
     /// The API's base URL.
     pub fn base(&self) -> &Url {
         &self.base
@@ -143,7 +255,7 @@ impl HttpApi {
         headers: &[(&str, &str)],
         body: Option<&serde_json::Value>,
     ) -> Result<FullResponse, ActionError> {
-        let what = format!("{} {method} {url}", self.name);
+        let what = format!("{} {method} {}", self.name, without_credentials(&url));
         let mut request = self
             .client
             .request(method, url)
@@ -161,14 +273,16 @@ impl HttpApi {
             .map_err(|e| transport_error(&what, &e))?;
         let status = response.status();
         let headers = response.headers().clone();
-        let body = response
-            .text()
+        let body = read_capped(response, self.limit, &what)
             .await
-            .map_err(|e| transport_error(&what, &e))?;
+            .map_err(|e| match e {
+                ReadError::Transport(e) => transport_error(&what, &e),
+                too_large => ActionError::InvalidAnswer(too_large.to_string()),
+            })?;
         Ok(FullResponse {
             status,
             headers,
-            body,
+            body: body_text(body),
         })
     }
 }
@@ -266,6 +380,10 @@ mod tests {
             "admin",
             SecretValue::new("pw"),
             Duration::from_secs(5),
+            AnswerLimit {
+                bytes: 4 * MIB,
+                raise: "provisioning.maxResponseBytes",
+            },
         )
         .unwrap()
     }
@@ -318,5 +436,185 @@ mod tests {
             .unwrap_err();
         assert!(matches!(e, ActionError::Unavailable(_)), "{e:?}");
         assert!(e.to_string().contains("could not connect"), "{e}");
+    }
+
+    /// A one-shot HTTP server on loopback: answers the first request with `head` (status line
+    /// and headers, without the blank line) and then the chunks of `body`, written as they
+    /// are (the caller frames them); answers the port.
+    async fn serve_once(head: &'static str, body: Vec<Vec<u8>>) -> u16 {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            let mut request = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = conn.read(&mut buf).await.unwrap();
+                if n == 0 {
+                    return;
+                }
+                request.extend_from_slice(&buf[..n]);
+            }
+            conn.write_all(head.as_bytes()).await.unwrap();
+            conn.write_all(b"\r\n\r\n").await.unwrap();
+            for chunk in body {
+                // The client may hang up once it has read enough.
+                if conn.write_all(&chunk).await.is_err() {
+                    return;
+                }
+                conn.flush().await.unwrap();
+            }
+        });
+        port
+    }
+
+    const LIMIT: AnswerLimit = AnswerLimit {
+        bytes: 1000,
+        raise: "provisioning.maxResponseBytes",
+    };
+
+    async fn get(port: u16) -> reqwest::Response {
+        client_builder(Duration::from_secs(5))
+            .build()
+            .unwrap()
+            .get(format!("http://127.0.0.1:{port}/v1/subscriptions"))
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// One chunk of chunked transfer encoding.
+    fn chunk(data: &[u8]) -> Vec<u8> {
+        let mut out = format!("{:x}\r\n", data.len()).into_bytes();
+        out.extend_from_slice(data);
+        out.extend_from_slice(b"\r\n");
+        out
+    }
+
+    #[tokio::test]
+    async fn an_answer_declaring_more_than_the_limit_is_refused_before_its_body() {
+        // Declares a gibibyte and sends none of it: only the Content-Length can refuse it.
+        let port = serve_once(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1073741824",
+            Vec::new(),
+        )
+        .await;
+        let e = read_capped(
+            get(port).await,
+            LIMIT,
+            "the Provisioning API GET http://x/v1/subscriptions",
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ReadError::TooLarge {
+                    declared: Some(1_073_741_824),
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "the Provisioning API GET http://x/v1/subscriptions answered more than 1000 bytes (Content-Length: 1073741824), more than Stagehand reads of one answer (the operator's memory is bounded): the answer was refused; if it is legitimate, raise provisioning.maxResponseBytes (and the operator's memory limit with it, see docs/deploy.md, \"Bounded answers\")"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_chunked_answer_is_refused_as_soon_as_it_grows_past_the_limit() {
+        // 600 bytes, then 600 more, then a chunk that would never end: the reader must stop
+        // at the second chunk without waiting for the rest.
+        let port = serve_once(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked",
+            vec![
+                chunk(&[b'a'; 600]),
+                chunk(&[b'b'; 600]),
+                b"fffffff\r\n".to_vec(),
+            ],
+        )
+        .await;
+        let read = tokio::time::timeout(
+            Duration::from_secs(10),
+            read_capped(get(port).await, LIMIT, "the Provisioning API GET http://x/"),
+        )
+        .await
+        .expect("the reader stops at the limit without waiting for the rest");
+        let e = read.unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ReadError::TooLarge {
+                    declared: None,
+                    limit: 1000,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert!(
+            e.to_string()
+                .contains("answered more than 1000 bytes, more than"),
+            "{e}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_answer_of_exactly_the_limit_is_read_whole() {
+        let mut body = vec![chunk(&[b'x'; 999]), chunk(b"y"), b"0\r\n\r\n".to_vec()];
+        let port = serve_once(
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked",
+            std::mem::take(&mut body),
+        )
+        .await;
+        let read = read_capped(get(port).await, LIMIT, "r").await.unwrap();
+        assert_eq!(read.len(), 1000);
+        assert_eq!(read.last(), Some(&b'y'));
+
+        // Declared at exactly the limit.
+        let port = serve_once(
+            "HTTP/1.1 200 OK\r\nContent-Length: 1000",
+            vec![vec![b'z'; 1000]],
+        )
+        .await;
+        let read = read_capped(get(port).await, LIMIT, "r").await.unwrap();
+        assert_eq!(read, vec![b'z'; 1000]);
+    }
+
+    #[tokio::test]
+    async fn an_api_answering_too_much_fails_with_an_invalid_answer_naming_the_request() {
+        let port = serve_once(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked",
+            vec![chunk(&[b' '; 5 * 1024 * 1024])],
+        )
+        .await;
+        let api = api(&format!("http://127.0.0.1:{port}/v1"));
+        let e = api
+            .send(Method::GET, api.url(&["subscriptions"]), None)
+            .await
+            .unwrap_err();
+        assert!(matches!(e, ActionError::InvalidAnswer(_)), "{e:?}");
+        let text = e.to_string();
+        assert!(
+            text.starts_with(&format!(
+                "the Provisioning API GET http://127.0.0.1:{port}/v1/subscriptions answered more than 4194304 bytes"
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains("raise provisioning.maxResponseBytes"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn urls_in_messages_carry_no_credential() {
+        let url = Url::parse("http://admin:s3cret@udm.example/univention/udm/?filter=x").unwrap();
+        assert_eq!(
+            without_credentials(&url).as_str(),
+            "http://udm.example/univention/udm/?filter=x"
+        );
     }
 }

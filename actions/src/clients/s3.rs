@@ -22,12 +22,13 @@ use std::collections::HashMap;
 use std::fmt;
 use std::time::Duration;
 
+use bytes::Bytes;
 use reqwest::{Method, StatusCode, Url};
 
 use stagehand_config::ObjectStore;
 
 use crate::action::{ActionContext, ActionError, SecretValue, Secrets};
-use crate::clients::http::client_builder;
+use crate::clients::http::{AnswerLimit, ReadError, client_builder, read_capped};
 use crate::clients::tls::parse_ca_bundle;
 
 // ---------------------------------------------------------------------------------------------
@@ -38,7 +39,9 @@ use crate::clients::tls::parse_ca_bundle;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The largest handover object [`HandoverStore::read`] accepts (a record is about 400 bytes per
-/// account, so this is far beyond any deployment).
+/// account, so this is far beyond any deployment), and the most bytes read of any answer of
+/// the store: an object whose `Content-Length` is larger is refused before its body is read,
+/// any other is read into one buffer that stops growing at this size.
 pub const MAX_OBJECT_BYTES: usize = 64 * 1024 * 1024;
 
 // ---------------------------------------------------------------------------------------------
@@ -412,8 +415,16 @@ impl HandoverStore {
     /// Writes `bytes` as `key`, then reads the object back and compares it byte for byte: only
     /// an `Ok` means the store holds exactly this. Transient failures of either request are
     /// retried; a read-back that differs is an error.
-    pub async fn write_durable(&self, key: &str, bytes: &[u8]) -> Result<(), HandoverError> {
-        let answer = self.send(Op::Put, key, Some(bytes)).await?;
+    ///
+    /// The store is handed `bytes` themselves (no copy is made for the request, nor for a
+    /// retry of it).
+    pub async fn write_durable(
+        &self,
+        key: &str,
+        bytes: impl Into<Bytes>,
+    ) -> Result<(), HandoverError> {
+        let bytes: Bytes = bytes.into();
+        let answer = self.send(Op::Put, key, Some(&bytes)).await?;
         if !answer.status.is_success() {
             return Err(self.failure(Op::Put, key, &answer));
         }
@@ -498,7 +509,7 @@ impl HandoverStore {
     }
 
     /// Sends one request (re-signed per attempt), retrying transient failures.
-    async fn send(&self, op: Op, key: &str, body: Option<&[u8]>) -> Result<Answer, HandoverError> {
+    async fn send(&self, op: Op, key: &str, body: Option<&Bytes>) -> Result<Answer, HandoverError> {
         if op != Op::Probe && (key.is_empty() || key.starts_with('/')) {
             return Err(HandoverError::Settings(format!(
                 "the object key {key:?} is not usable (empty or starting with '/')"
@@ -528,7 +539,7 @@ impl HandoverStore {
         }
     }
 
-    async fn send_once(&self, op: Op, key: &str, body: Option<&[u8]>) -> Result<Answer, Failed> {
+    async fn send_once(&self, op: Op, key: &str, body: Option<&Bytes>) -> Result<Answer, Failed> {
         let url = self.presign(op, key).await.map_err(Failed::permanent)?;
         let method = match op {
             Op::Probe | Op::Get => Method::GET,
@@ -539,39 +550,30 @@ impl HandoverStore {
         if let Some(body) = body {
             request = request
                 .header(reqwest::header::CONTENT_TYPE, "application/yaml")
-                .body(body.to_vec());
+                .body(body.clone());
         }
         let response = request
             .send()
             .await
             .map_err(|e| self.transport(op, key, e))?;
         let status = response.status();
-        if let Some(len) = response.content_length()
-            && usize::try_from(len).map_or(true, |l| l > MAX_OBJECT_BYTES)
-        {
-            return Err(Failed::permanent(HandoverError::TooLarge {
-                endpoint: self.endpoint.clone(),
-                bucket: self.bucket_name.clone(),
-                key: key.to_string(),
-                limit: MAX_OBJECT_BYTES,
-            }));
-        }
-        let body = response
-            .bytes()
+        let limit = AnswerLimit {
+            bytes: MAX_OBJECT_BYTES as u64,
+            raise: "nothing: a handover is never that large",
+        };
+        // The message names no URL: a signed one carries a signature.
+        let body = read_capped(response, limit, &Self::doing(op, key))
             .await
-            .map_err(|e| self.transport(op, key, e))?;
-        if body.len() > MAX_OBJECT_BYTES {
-            return Err(Failed::permanent(HandoverError::TooLarge {
-                endpoint: self.endpoint.clone(),
-                bucket: self.bucket_name.clone(),
-                key: key.to_string(),
-                limit: MAX_OBJECT_BYTES,
-            }));
-        }
-        Ok(Answer {
-            status,
-            body: body.to_vec(),
-        })
+            .map_err(|e| match e {
+                ReadError::Transport(e) => self.transport(op, key, e),
+                ReadError::TooLarge { .. } => Failed::permanent(HandoverError::TooLarge {
+                    endpoint: self.endpoint.clone(),
+                    bucket: self.bucket_name.clone(),
+                    key: key.to_string(),
+                    limit: MAX_OBJECT_BYTES,
+                }),
+            })?;
+        Ok(Answer { status, body })
     }
 
     /// A transport error, without the (signed) URL. Transient unless it is a timeout (which

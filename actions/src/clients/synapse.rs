@@ -12,11 +12,23 @@ use reqwest::{StatusCode, Url};
 use sha1::Sha1;
 
 use crate::action::{ActionError, SecretValue};
-use crate::clients::http::{api_url, client_builder, transport_failure};
+use crate::clients::http::{
+    AnswerLimit, MIB, ReadError, api_url, body_text, client_builder, read_capped,
+    transport_failure, without_credentials,
+};
 use crate::text::one_line;
 
 /// The registration endpoint (nonce and registration).
 pub const REGISTER_PATH: [&str; 4] = ["_synapse", "admin", "v1", "register"];
+
+/// The most bytes read of one answer unless the action's
+/// `synapse.connection.maxResponseBytes` says otherwise. The admin API's answers the actions
+/// read are a nonce, a registration (a user id and a token) and a deactivation's result, each
+/// a few hundred bytes: 1 MiB leaves room for any error page in front of it.
+pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = MIB;
+
+/// The config key that raises the limit, for the message of an answer that is larger.
+pub const MAX_RESPONSE_BYTES_KEY: &str = "synapse.connection.maxResponseBytes";
 
 /// What Synapse answers (400) to a shared-secret registration when it has no shared secret.
 pub const REGISTRATION_OFF: &str = "Shared secret registration is not enabled";
@@ -62,6 +74,7 @@ pub struct Admin {
 pub struct SynapseAdmin {
     client: reqwest::Client,
     base: Url,
+    limit: AnswerLimit,
 }
 
 /// What answered a request, read whole.
@@ -81,7 +94,25 @@ impl SynapseAdmin {
             .map_err(|e| {
                 ActionError::Failed(format!("Synapse: cannot build an HTTP client: {e}"))
             })?;
-        Ok(Self { client, base })
+        Ok(Self {
+            client,
+            base,
+            limit: AnswerLimit::configured(
+                None,
+                DEFAULT_MAX_RESPONSE_BYTES,
+                MAX_RESPONSE_BYTES_KEY,
+            ),
+        })
+    }
+
+    /// Reads at most `bytes` of one answer ([`DEFAULT_MAX_RESPONSE_BYTES`] unless changed).
+    pub fn with_max_response_bytes(mut self, bytes: u64) -> Self {
+        self.limit = AnswerLimit::configured(
+            Some(bytes),
+            DEFAULT_MAX_RESPONSE_BYTES,
+            MAX_RESPONSE_BYTES_KEY,
+        );
+        self
     }
 
     /// The base URL.
@@ -104,7 +135,7 @@ impl SynapseAdmin {
         token: Option<&SecretValue>,
         body: Option<&serde_json::Value>,
     ) -> Result<Answer, ActionError> {
-        let what = format!("Synapse {method} {url}");
+        let what = format!("Synapse {method} {}", without_credentials(&url));
         let mut request = self
             .client
             .request(method, url)
@@ -115,17 +146,25 @@ impl SynapseAdmin {
         if let Some(body) = body {
             request = request.json(body);
         }
-        let unavailable = |e: reqwest::Error| {
-            let f = transport_failure(&e);
+        let unavailable = |e: &reqwest::Error| {
+            let f = transport_failure(e);
             ActionError::Unavailable(match f.cause {
                 Some(cause) => format!("{what}: {}: {cause}", f.kind),
                 None => format!("{what}: {}", f.kind),
             })
         };
-        let response = request.send().await.map_err(unavailable)?;
+        let response = request.send().await.map_err(|e| unavailable(&e))?;
         let status = response.status();
-        let body = response.text().await.map_err(unavailable)?;
-        Ok(Answer { status, body })
+        let body = read_capped(response, self.limit, &what)
+            .await
+            .map_err(|e| match e {
+                ReadError::Transport(e) => unavailable(&e),
+                too_large => ActionError::InvalidAnswer(too_large.to_string()),
+            })?;
+        Ok(Answer {
+            status,
+            body: body_text(body),
+        })
     }
 
     /// The server's `error` (or the body) of an answer that is not a success, for a message.

@@ -100,6 +100,11 @@ pub struct OxContextSoap {
     #[serde(default = "default_timeout")]
     #[schemars(range(min = 1))]
     pub request_timeout_seconds: u64,
+    /// The most bytes read of one answer (16 MiB when left out); a larger answer fails the
+    /// action.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_response_bytes: Option<u64>,
 }
 
 impl OxContextSoap {
@@ -109,6 +114,7 @@ impl OxContextSoap {
             soap_url: self.soap_url.clone(),
             username: self.username.clone(),
             request_timeout_seconds: self.request_timeout_seconds,
+            max_response_bytes: self.max_response_bytes,
         }
     }
 }
@@ -133,6 +139,7 @@ impl Default for OxContextSoap {
             soap_url: soap.soap_url,
             username: soap.username,
             request_timeout_seconds: soap.request_timeout_seconds,
+            max_response_bytes: soap.max_response_bytes,
         }
     }
 }
@@ -292,14 +299,10 @@ impl Config {
     fn clients(&self, ctx: &ActionContext) -> Result<Clients, ActionError> {
         let store = HandoverStore::for_run(ctx, Self::ID)?;
         let udm = self.udm.client(ctx)?;
-        let password = ctx.secrets.get(OX_PASSWORD_FILE)?;
-        let ox = OxClient::new(
-            &self.soap_url(&ctx.namespace),
-            &self.ox_app_suite.username,
-            password.clone(),
-            Duration::from_secs(self.ox_app_suite.request_timeout_seconds.max(1)),
-        )
-        .map_err(ActionError::from)?;
+        let ox = self
+            .ox_app_suite
+            .soap()
+            .client(ctx, &self.soap_url(&ctx.namespace))?;
         Ok(Clients {
             udm,
             ox,
@@ -794,8 +797,9 @@ impl Config {
             doc.may_replace(&existing)?;
         }
         let yaml = doc.to_yaml()?;
-        store.write_durable(self.key(), &yaml).await?;
-        Ok(yaml.len())
+        let written = yaml.len();
+        store.write_durable(self.key(), yaml).await?;
+        Ok(written)
     }
 
     /// The apply phase on given clients.

@@ -363,7 +363,7 @@ impl HandoverStore {
         handover: &OxFunctionalAccounts,
     ) -> Result<(), HandoverError> {
         let bytes = handover.to_yaml()?;
-        self.write_durable(key, &bytes).await
+        self.write_durable(key, bytes).await
     }
 }
 

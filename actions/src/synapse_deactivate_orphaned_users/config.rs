@@ -13,7 +13,7 @@ use crate::action::ActionConfig;
 use crate::clients::http::api_url;
 use crate::clients::ldap::exec::POD_LDAPI_URL;
 use crate::clients::postgres::{PgSettings, SslMode};
-use crate::clients::tls::parse_ca_bundle;
+use crate::clients::tls::ca_bundle_issue;
 
 /// The secret file with the password of `synapse.postgres.user`.
 pub const DB_PASSWORD_FILE: &str = "synapse-db-password";
@@ -75,8 +75,8 @@ impl ActionConfig for Config {
                         self.synapse.postgres.ssl_mode
                     ),
                 );
-            } else if let Err(e) = parse_ca_bundle(pem) {
-                issue("synapse.postgres.caBundle", e.to_string());
+            } else if let Some(problem) = ca_bundle_issue(pem) {
+                issue("synapse.postgres.caBundle", problem);
             }
         }
         issues
@@ -213,6 +213,11 @@ pub struct Connection {
     #[serde(default = "Connection::default_concurrency")]
     #[schemars(range(min = 1, max = 64))]
     pub concurrency: usize,
+    /// The most bytes read of one answer (1 MiB when left out); a larger answer fails the
+    /// action.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_response_bytes: Option<u64>,
 }
 
 impl Connection {
@@ -233,6 +238,7 @@ impl Default for Connection {
             url: Self::default_url(),
             request_timeout_seconds: Self::default_timeout(),
             concurrency: Self::default_concurrency(),
+            max_response_bytes: None,
         }
     }
 }
@@ -260,7 +266,9 @@ pub struct Postgres {
     /// libpq's sslmode.
     #[serde(default)]
     pub ssl_mode: SslMode,
-    /// Extra CAs (PEM) for `verify-ca`/`verify-full`.
+    /// Extra CAs for `verify-ca`/`verify-full`: a PEM file path (openDesk's
+    /// `/etc/opendesk/trust/ca-certificates.crt`) or the PEM text itself (starting with
+    /// `-----BEGIN`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_bundle: Option<String>,
     /// Timeout of connecting and of each statement.

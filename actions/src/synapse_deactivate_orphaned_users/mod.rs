@@ -142,10 +142,14 @@ pub fn reappeared_filter(subjects: &[&str]) -> String {
 
 impl Config {
     fn api(&self) -> Result<SynapseAdmin, ActionError> {
-        SynapseAdmin::new(
+        let api = SynapseAdmin::new(
             &self.synapse.connection.url,
             Duration::from_secs(self.synapse.connection.request_timeout_seconds.max(1)),
-        )
+        )?;
+        Ok(match self.synapse.connection.max_response_bytes {
+            Some(bytes) => api.with_max_response_bytes(bytes),
+            None => api,
+        })
     }
 
     /// `cat <path>` in the Synapse container.

@@ -12,7 +12,8 @@
 //! matches from the moment it is added. The first rule that fires decides what happens
 //! ([`FaultKind`]): an error status with the API's own error body, a hang (no answer until the
 //! server stops; the client must time out), a dropped connection (closed without a byte of
-//! answer) or a delay before the normal answer. With `after_apply` the request is carried out
+//! answer), a delay before the normal answer, or an oversized answer (any number of bytes,
+//! streamed, with or without a `Content-Length`). With `after_apply` the request is carried out
 //! first and the fault replaces its answer (a change made, but its answer lost).
 //!
 //! # Control API (not logged, never faulted, no authentication)
@@ -167,6 +168,16 @@ pub enum FaultKind {
         /// Milliseconds to wait.
         ms: u64,
     },
+    /// Answer `200 OK` with a body of `bytes` bytes (spaces), streamed in 64 KiB chunks and
+    /// never held whole: an answer larger than a client should read. With `declare_length`
+    /// the answer says its `Content-Length`; without it, it is sent chunked.
+    Oversized {
+        /// The size of the body.
+        bytes: u64,
+        /// Whether the answer declares its length.
+        #[serde(default)]
+        declare_length: bool,
+    },
 }
 
 /// A fault injection rule. JSON example:
@@ -301,6 +312,15 @@ impl FaultRule {
         self
     }
 
+    /// Answer `200 OK` with `bytes` bytes of body, declaring its length or not.
+    pub fn oversized(mut self, bytes: u64, declare_length: bool) -> Self {
+        self.fault = FaultKind::Oversized {
+            bytes,
+            declare_length,
+        };
+        self
+    }
+
     fn matches(&self, method: &Method, path: &str, op: Option<&str>) -> bool {
         if let Some(m) = &self.method
             && !m.eq_ignore_ascii_case(method.as_str())
@@ -420,7 +440,7 @@ pub struct LoggedRequest {
     pub object: Option<String>,
     /// The status answered; `None` when no answer was sent (hang, drop).
     pub status: Option<u16>,
-    /// The fault injected, if any: `status`, `hang`, `drop` or `delay`.
+    /// The fault injected, if any: `status`, `hang`, `drop`, `delay` or `oversized`.
     pub fault: Option<String>,
     /// The request's `User-Agent` (Stagehand names its replica there), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -799,6 +819,13 @@ async fn answer<P: Protocol>(
             );
             response
         }
+        FaultKind::Oversized {
+            bytes,
+            declare_length,
+        } => {
+            shared.record(&request, op, Some(200), Some("oversized"));
+            oversized_response(bytes, declare_length)
+        }
         FaultKind::Hang => {
             shared.record(&request, op, None, Some("hang"));
             shared.until_shutdown().await;
@@ -811,6 +838,31 @@ async fn answer<P: Protocol>(
             never_sent()
         }
     }
+}
+
+/// `200 OK` with `bytes` spaces, produced 64 KiB at a time as the client reads them.
+fn oversized_response(bytes: u64, declare_length: bool) -> Response {
+    const CHUNK: u64 = 64 * 1024;
+    let filler = Bytes::from(vec![b' '; CHUNK as usize]);
+    let chunks = futures::stream::unfold(bytes, move |left| {
+        let filler = filler.clone();
+        async move {
+            (left > 0).then(|| {
+                let n = left.min(CHUNK);
+                (
+                    Ok::<_, std::convert::Infallible>(filler.slice(..n as usize)),
+                    left - n,
+                )
+            })
+        }
+    });
+    let mut builder = Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "application/json");
+    if declare_length {
+        builder = builder.header(header::CONTENT_LENGTH, bytes);
+    }
+    builder.body(Body::from_stream(chunks)).unwrap_or_default()
 }
 
 /// The answer of a killed connection: it fails to be written, so nothing reaches the client.

@@ -91,11 +91,32 @@ impl KubeExec {
     }
 }
 
-/// Reads a stream to its end (an absent stream is empty).
-async fn read_all<R: tokio::io::AsyncRead + Unpin>(reader: Option<R>) -> std::io::Result<Vec<u8>> {
+/// The most bytes of a command's standard output an exec reads (the largest is an
+/// `ldapsearch` of every entry's identifiers, a few hundred bytes an entry: 32 MiB holds some
+/// hundred thousand entries). A command that prints more fails, naming the limit.
+pub const MAX_STDOUT_BYTES: u64 = 32 * 1024 * 1024;
+
+/// The most bytes of a command's standard error an exec reads (it only goes into messages).
+pub const MAX_STDERR_BYTES: u64 = 1024 * 1024;
+
+/// Reads a stream to its end (an absent stream is empty), at most `limit` bytes of it: a
+/// longer one is an error naming the stream (`what`) and the limit, and reading stops there.
+async fn read_all<R: tokio::io::AsyncRead + Unpin>(
+    reader: Option<R>,
+    limit: u64,
+    what: &str,
+) -> Result<Vec<u8>, String> {
     let mut buf = Vec::new();
-    if let Some(mut r) = reader {
-        r.read_to_end(&mut buf).await?;
+    if let Some(r) = reader {
+        r.take(limit.saturating_add(1))
+            .read_to_end(&mut buf)
+            .await
+            .map_err(|e| format!("reading its {what}: {e}"))?;
+    }
+    if buf.len() as u64 > limit {
+        return Err(format!(
+            "it printed more than {limit} bytes of {what}, more than Stagehand reads of one command (the operator's memory is bounded; see docs/deploy.md, \"Bounded answers\"): the command was abandoned; for the directory, the direct transport (ldap.url) reads entry by entry"
+        ));
     }
     Ok(buf)
 }
@@ -143,17 +164,22 @@ impl CommandRunner for KubeExec {
             // close). A command that ends before reading all its input must not leave the
             // feed waiting for a reader: it is dropped then.
             let (stdout_reader, stderr_reader) = (process.stdout(), process.stderr());
-            let reads = async { tokio::join!(read_all(stdout_reader), read_all(stderr_reader)) };
+            // The first stream to fail (or to grow past its limit) ends the reading.
+            let reads = async {
+                tokio::try_join!(
+                    read_all(stdout_reader, MAX_STDOUT_BYTES, "output"),
+                    read_all(stderr_reader, MAX_STDERR_BYTES, "error output"),
+                )
+            };
             tokio::pin!(feed, reads);
             let mut fed: Option<std::io::Result<()>> = None;
-            let (out, err) = loop {
+            let read = loop {
                 tokio::select! {
                     r = &mut reads => break r,
                     f = &mut feed, if fed.is_none() => fed = Some(f),
                 }
             };
-            let stdout = out.map_err(|e| fail(format!("reading its output: {e}")))?;
-            let stderr = err.map_err(|e| fail(format!("reading its error output: {e}")))?;
+            let (stdout, stderr) = read.map_err(fail)?;
             let status = match status {
                 Some(s) => s.await,
                 None => None,
@@ -574,6 +600,25 @@ mod tests {
             dir.runner.calls.lock().unwrap().len(),
             1,
             "nothing to change, no exec"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_command_printing_more_than_the_limit_fails_naming_it() {
+        let out = read_all(Some(&b"12345"[..]), 5, "output").await.unwrap();
+        assert_eq!(out, b"12345");
+        let e = read_all(Some(&b"123456"[..]), 5, "output")
+            .await
+            .unwrap_err();
+        assert!(
+            e.starts_with("it printed more than 5 bytes of output"),
+            "{e}"
+        );
+        assert!(
+            read_all::<&[u8]>(None, 5, "output")
+                .await
+                .unwrap()
+                .is_empty()
         );
     }
 }

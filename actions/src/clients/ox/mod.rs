@@ -16,13 +16,25 @@ use std::time::Duration;
 use reqwest::Url;
 
 use crate::action::{ActionError, SecretValue};
-use crate::clients::http::{client_builder, transport_failure};
+use crate::clients::http::{
+    AnswerLimit, MIB, ReadError, client_builder, read_capped, transport_failure,
+};
 use crate::text::one_line;
 pub use soap::SoapFault;
 use soap::{Answer, Element, Param, ParseError};
 
 /// How many ids one `getMultipleData` call asks for.
 pub const MULTIPLE_DATA_CHUNK: usize = 100;
+
+/// The most bytes read of one answer unless the action's `oxAppSuite.maxResponseBytes` says
+/// otherwise. The largest answer is `OXUserService.listAll` of a context: one `<return>` a
+/// user, with every unset field written as `xsi:nil` a few KiB each, so 16 MiB holds a
+/// context of some thousands of users; `getMultipleData` asks for [`MULTIPLE_DATA_CHUNK`]
+/// users at a time. Parsed, an answer takes several times its size, which is what bounds it.
+pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 16 * MIB;
+
+/// The config key that raises the limit, for the message of an answer that is larger.
+pub const MAX_RESPONSE_BYTES_KEY: &str = "oxAppSuite.maxResponseBytes";
 
 /// The SOAP services of the provisioning API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,6 +170,9 @@ pub enum OxError {
         /// The start of the body, on one line.
         body: String,
     },
+    /// The answer is larger than the client reads ([`OxClient::with_max_response_bytes`]).
+    #[error("{0}")]
+    TooLarge(String),
     /// The answer is not what the operation returns.
     #[error("OX App Suite {call} at {url}: unexpected answer: {message}")]
     Answer {
@@ -204,7 +219,7 @@ impl From<OxError> for ActionError {
             }
             OxError::Fault { fault, .. } if fault.is_not_found() => ActionError::NotFound(message),
             OxError::Http { status, .. } => ActionError::for_status(*status, message),
-            OxError::Answer { .. } => ActionError::InvalidAnswer(message),
+            OxError::Answer { .. } | OxError::TooLarge(_) => ActionError::InvalidAnswer(message),
             OxError::Config(_) | OxError::Request { .. } | OxError::Fault { .. } => {
                 ActionError::Failed(message)
             }
@@ -219,6 +234,7 @@ pub struct OxClient {
     base: Url,
     login: String,
     password: SecretValue,
+    limit: AnswerLimit,
 }
 
 impl OxClient {
@@ -240,7 +256,22 @@ impl OxClient {
             base,
             login: login.to_string(),
             password,
+            limit: AnswerLimit::configured(
+                None,
+                DEFAULT_MAX_RESPONSE_BYTES,
+                MAX_RESPONSE_BYTES_KEY,
+            ),
         })
+    }
+
+    /// Reads at most `bytes` of one answer ([`DEFAULT_MAX_RESPONSE_BYTES`] unless changed).
+    pub fn with_max_response_bytes(mut self, bytes: u64) -> Self {
+        self.limit = AnswerLimit::configured(
+            Some(bytes),
+            DEFAULT_MAX_RESPONSE_BYTES,
+            MAX_RESPONSE_BYTES_KEY,
+        );
+        self
     }
 
     /// The base URL the services are below, from the configured `soap_url` (with or without
@@ -320,10 +351,13 @@ impl OxClient {
             .await
             .map_err(|e| transport_error(&call, &url, &e))?;
         let status = response.status();
-        let bytes = response
-            .bytes()
+        let request = format!("OX App Suite {call} (POST {url})");
+        let bytes = read_capped(response, self.limit, &request)
             .await
-            .map_err(|e| transport_error(&call, &url, &e))?;
+            .map_err(|e| match e {
+                ReadError::Transport(e) => transport_error(&call, &url, &e),
+                too_large => OxError::TooLarge(too_large.to_string()),
+            })?;
         read_response(call, &url, status, &bytes)
     }
 

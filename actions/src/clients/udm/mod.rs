@@ -23,7 +23,7 @@ use reqwest::{Method, StatusCode, Url};
 use serde_json::{Map, Value, json};
 
 use crate::action::{ActionError, SecretValue};
-use crate::clients::http::{FullResponse, HttpApi, api_url};
+use crate::clients::http::{AnswerLimit, FullResponse, HttpApi, MIB, api_url};
 
 pub use filter::{Filter, escape_value};
 
@@ -48,6 +48,15 @@ pub const USER: &str = "users/user";
 pub const GROUP: &str = "groups/group";
 /// How many values one `(|(...)(...))` search filter carries.
 pub const SEARCH_CHUNK: usize = 100;
+
+/// The most bytes read of one answer unless the action's `udm.maxResponseBytes` says
+/// otherwise. The largest answers are the searches: every functional account with all its
+/// properties, every shared account, [`SEARCH_CHUNK`] users a search; at a few KiB an object,
+/// 16 MiB holds thousands of objects, and parsed it stays within the operator's memory limit.
+pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 16 * MIB;
+
+/// The config key that raises the limit, for the message of an answer that is larger.
+pub const MAX_RESPONSE_BYTES_KEY: &str = "udm.maxResponseBytes";
 
 /// One problem the server located in a request (an entry of `_embedded["udm:error"]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,6 +153,9 @@ pub enum UdmError {
     /// No answer: connection refused, timeout, TLS, a dropped connection.
     #[error("{0}")]
     Transport(String),
+    /// The answer was larger than the client reads ([`UdmClient::with_max_response_bytes`]).
+    #[error("{0}")]
+    TooLarge(String),
     /// `401`: the user or its password is wrong.
     #[error(
         "the UDM REST API at {base} refused the credentials of user {user:?} (401 Unauthorized) while {what}: check the user name and its password"
@@ -245,9 +257,10 @@ impl UdmError {
                 Some(*status)
             }
             UdmError::Unavailable { .. } => Some(503),
-            UdmError::InvalidUrl { .. } | UdmError::Transport(_) | UdmError::Malformed { .. } => {
-                None
-            }
+            UdmError::InvalidUrl { .. }
+            | UdmError::Transport(_)
+            | UdmError::TooLarge(_)
+            | UdmError::Malformed { .. } => None,
         }
     }
 
@@ -303,7 +316,9 @@ impl From<UdmError> for ActionError {
             | UdmError::Rejected { .. } => ActionError::Refused(message),
             UdmError::NotFound { .. } => ActionError::NotFound(message),
             UdmError::PreconditionFailed { .. } => ActionError::Conflict(message),
-            UdmError::Malformed { .. } => ActionError::InvalidAnswer(message),
+            UdmError::Malformed { .. } | UdmError::TooLarge(_) => {
+                ActionError::InvalidAnswer(message)
+            }
             UdmError::Unexpected { status, .. } => ActionError::for_status(status, message),
             UdmError::InvalidUrl { .. } => ActionError::Failed(message),
         }
@@ -471,13 +486,18 @@ impl UdmClient {
         timeout: Duration,
     ) -> Result<Self, UdmError> {
         let normalized = Self::check_url(base_url)?;
-        let api =
-            HttpApi::new(API_NAME, &normalized, username, password, timeout).map_err(|e| {
-                UdmError::InvalidUrl {
-                    url: base_url.to_string(),
-                    reason: e.to_string(),
-                }
-            })?;
+        let api = HttpApi::new(
+            API_NAME,
+            &normalized,
+            username,
+            password,
+            timeout,
+            AnswerLimit::configured(None, DEFAULT_MAX_RESPONSE_BYTES, MAX_RESPONSE_BYTES_KEY),
+        )
+        .map_err(|e| UdmError::InvalidUrl {
+            url: base_url.to_string(),
+            reason: e.to_string(),
+        })?;
         Ok(UdmClient {
             api,
             max_retries: DEFAULT_MAX_RETRIES,
@@ -499,6 +519,16 @@ impl UdmClient {
             reason: e.to_string(),
         })?;
         Ok(normalized)
+    }
+
+    /// Reads at most `bytes` of one answer ([`DEFAULT_MAX_RESPONSE_BYTES`] unless changed).
+    pub fn with_max_response_bytes(mut self, bytes: u64) -> Self {
+        self.api = self.api.with_limit(AnswerLimit::configured(
+            Some(bytes),
+            DEFAULT_MAX_RESPONSE_BYTES,
+            MAX_RESPONSE_BYTES_KEY,
+        ));
+        self
     }
 
     /// Changes how often a `503` is retried and the longest wait between tries.
@@ -810,7 +840,10 @@ impl UdmClient {
                 .api
                 .send_with_headers(method.clone(), url.clone(), headers, body)
                 .await
-                .map_err(|e| UdmError::Transport(e.to_string()))?;
+                .map_err(|e| match e {
+                    ActionError::InvalidAnswer(too_large) => UdmError::TooLarge(too_large),
+                    other => UdmError::Transport(other.to_string()),
+                })?;
             if response.status != StatusCode::SERVICE_UNAVAILABLE {
                 return Ok(response);
             }
