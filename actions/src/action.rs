@@ -94,6 +94,46 @@ pub struct ActionContext {
     /// execution with them and stops before its first change when they differ
     /// ([`ActionError::FindingsChanged`]). `None`: nothing was approved, nothing to compare.
     pub approved_findings: Option<Findings>,
+    /// What the action reports about an insecure setting it used (a TLS certificate not
+    /// verified): each is logged as a warning when recorded; the operator puts them in the
+    /// action's summary (`Warning: ...` lines) and on the run as Warning Events.
+    pub warnings: Warnings,
+}
+
+/// The warnings of one action's execution (the one path for an insecure setting to reach the
+/// log, the run's Events and the action's summary). Cheap to clone; clones share the list.
+/// The same message recorded twice (every connection of a client) is kept once.
+#[derive(Debug, Clone, Default)]
+pub struct Warnings(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl Warnings {
+    /// Records `message` (once) and logs it as a warning the first time.
+    pub fn warn(&self, message: impl Into<String>) {
+        let message = message.into();
+        let mut list = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !list.contains(&message) {
+            tracing::warn!(warning = %message, "insecure setting in use");
+            list.push(message);
+        }
+    }
+
+    /// The warnings recorded so far, in order.
+    pub fn list(&self) -> Vec<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// `summary` followed by one `Warning: <message>` line per warning.
+    pub fn summary_with(&self, summary: &str) -> String {
+        self.list()
+            .iter()
+            .fold(summary.to_string(), |out, w| format!("{out}\nWarning: {w}"))
+    }
 }
 
 /// Asks a running action to stop at its next safe point. Cheap to clone; the default never
@@ -198,6 +238,7 @@ impl fmt::Debug for ActionContext {
             .field("secrets", &self.secrets)
             .field("run", &self.run)
             .field("stop", &self.stop.reason())
+            .field("warnings", &self.warnings.list())
             .finish()
     }
 }
@@ -522,6 +563,27 @@ mod tests {
             e.to_string(),
             "invalid config: redis.database 300 is out of range; 120 keys were deleted before this error"
         );
+    }
+
+    #[test]
+    fn warnings_are_shared_by_clones_kept_once_and_end_the_summary() {
+        let warnings = Warnings::default();
+        let client_side = warnings.clone();
+        client_side.warn("ldap.insecureSkipTlsVerify is set");
+        client_side.warn("ldap.insecureSkipTlsVerify is set");
+        warnings.warn("redis.insecureSkipTlsVerify is set");
+        assert_eq!(
+            warnings.list(),
+            [
+                "ldap.insecureSkipTlsVerify is set",
+                "redis.insecureSkipTlsVerify is set"
+            ]
+        );
+        assert_eq!(
+            warnings.summary_with("3 entries changed"),
+            "3 entries changed\nWarning: ldap.insecureSkipTlsVerify is set\nWarning: redis.insecureSkipTlsVerify is set"
+        );
+        assert_eq!(Warnings::default().summary_with("done"), "done");
     }
 
     #[tokio::test]

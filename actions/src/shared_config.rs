@@ -11,7 +11,7 @@ use stagehand_config::{ConfigIssue, Needs};
 
 use crate::action::{ActionContext, ActionError};
 use crate::clients::ldap::Directory;
-use crate::clients::ldap::direct::{DirectDirectory, DirectSettings};
+use crate::clients::ldap::direct::{DirectDirectory, DirectSettings, LdapTls};
 use crate::clients::ldap::exec::{ExecDirectory, KubeExec, POD_LDAPI_URL};
 use crate::clients::ox::OxClient;
 use crate::clients::udm::UdmClient;
@@ -301,6 +301,19 @@ pub struct Ldap {
     #[serde(default = "Ldap::default_timeout")]
     #[schemars(range(min = 1))]
     pub request_timeout_seconds: u64,
+    /// TLS of the direct transport: `none`, `starttls` (on `ldap://`) or `ldaps`; left out,
+    /// as the URL's scheme says (`ldaps://` is `ldaps`, `ldap://` is `none`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<LdapTls>,
+    /// CA certificates trusted besides the public web roots and the system's store: a PEM
+    /// file path (openDesk's `/etc/opendesk/trust/ca-certificates.crt`) or the PEM text itself
+    /// (starting with `-----BEGIN`); read at the action's start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_bundle: Option<String>,
+    /// Do not verify the server's certificate: the run records a warning (log, Event,
+    /// `Warning:` line of the action's summary).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub insecure_skip_tls_verify: bool,
 }
 
 impl Ldap {
@@ -348,6 +361,53 @@ impl Ldap {
                 message: "bindDn is only used with ldap.url (the exec transport binds as the pod's local root over ldapi:///): set ldap.url or leave bindDn out".into(),
             });
         }
+        issues.extend(self.tls_issues(at));
+        issues
+    }
+
+    /// What is wrong with the TLS keys at `at`: a `tls` the URL's scheme contradicts, a
+    /// `caBundle` that is neither an absolute path nor PEM, TLS keys without a TLS connection.
+    fn tls_issues(&self, at: &str) -> Vec<ConfigIssue> {
+        let mut issues = Vec::new();
+        let mut issue = |key: &str, message: String| {
+            issues.push(ConfigIssue {
+                path: format!("{at}.{key}"),
+                message,
+            });
+        };
+        let mode = match &self.url {
+            Some(url) => match LdapTls::resolve(url, self.tls) {
+                Ok(mode) => Some(mode),
+                Err(e) => {
+                    issue("tls", e);
+                    None
+                }
+            },
+            None => {
+                if self.tls.is_some() {
+                    issue(
+                        "tls",
+                        "tls is only used with ldap.url (the exec transport talks to the server over its local socket): set ldap.url or leave tls out".into(),
+                    );
+                }
+                Some(LdapTls::None)
+            }
+        };
+        let unused = |key: &str| {
+            format!(
+                "{key} is only used over TLS: set ldap.url to an ldaps:// URL or ldap.tls to starttls, or leave {key} out"
+            )
+        };
+        if let Some(bundle) = &self.ca_bundle {
+            if mode == Some(LdapTls::None) {
+                issue("caBundle", unused("caBundle"));
+            } else if let Some(problem) = crate::clients::tls::ca_bundle_issue(bundle) {
+                issue("caBundle", problem);
+            }
+        }
+        if self.insecure_skip_tls_verify && mode == Some(LdapTls::None) {
+            issue("insecureSkipTlsVerify", unused("insecureSkipTlsVerify"));
+        }
         issues
     }
 
@@ -360,6 +420,10 @@ impl Ldap {
                 let mut settings =
                     DirectSettings::new(url.clone(), self.effective_bind_dn(), password.clone());
                 settings.timeout = Duration::from_secs(self.request_timeout_seconds.max(1));
+                settings.tls = self.tls;
+                settings.ca_bundle = self.ca_bundle.clone();
+                settings.insecure_skip_tls_verify = self.insecure_skip_tls_verify;
+                settings.warnings = ctx.warnings.clone();
                 let dir = DirectDirectory::connect(&settings)
                     .await
                     .map_err(ActionError::from)?;
@@ -420,6 +484,57 @@ impl Default for Ldap {
             url: None,
             bind_dn: None,
             request_timeout_seconds: Self::default_timeout(),
+            tls: None,
+            ca_bundle: None,
+            insecure_skip_tls_verify: false,
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn ldap(config: serde_json::Value) -> Ldap {
+        serde_json::from_value(config).unwrap()
+    }
+
+    fn paths(section: &Ldap) -> Vec<String> {
+        section.issues("ldap").into_iter().map(|i| i.path).collect()
+    }
+
+    #[test]
+    fn ldap_tls_keys_fit_the_url_or_are_named() {
+        for fine in [
+            serde_json::json!({"url": "ldaps://ldap:636", "caBundle": "/etc/opendesk/trust/ca-certificates.crt"}),
+            serde_json::json!({"url": "ldap://ldap:389", "tls": "starttls", "insecureSkipTlsVerify": true}),
+            serde_json::json!({"url": "ldap://ldap:389", "tls": "none"}),
+        ] {
+            assert_eq!(paths(&ldap(fine.clone())), Vec::<String>::new(), "{fine}");
+        }
+        assert_eq!(
+            paths(&ldap(
+                serde_json::json!({"url": "ldaps://ldap:636", "tls": "starttls"})
+            )),
+            ["ldap.tls"]
+        );
+        assert_eq!(
+            paths(&ldap(
+                serde_json::json!({"url": "ldap://ldap:389", "caBundle": "/ca.crt", "insecureSkipTlsVerify": true})
+            )),
+            ["ldap.caBundle", "ldap.insecureSkipTlsVerify"]
+        );
+        assert_eq!(
+            paths(&ldap(
+                serde_json::json!({"url": "ldaps://ldap", "caBundle": "ca.crt"})
+            )),
+            ["ldap.caBundle"]
+        );
+        assert_eq!(
+            paths(&ldap(serde_json::json!({"tls": "ldaps"}))),
+            ["ldap.tls"]
+        );
+        assert!(serde_json::from_value::<Ldap>(serde_json::json!({"tls": "ssl"})).is_err());
     }
 }

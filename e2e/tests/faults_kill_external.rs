@@ -236,6 +236,7 @@ async fn flush_intercom_sessions_survives_a_kill_at_every_point() {
         run: Default::default(),
         stop: Default::default(),
         approved_findings: None,
+        warnings: stagehand_actions::action::Warnings::default(),
     };
     action.plan(&ctx).await.unwrap();
     action.apply(&ctx).await.unwrap();

@@ -34,6 +34,7 @@ fn ctx(client: &Client, ns: &TestNamespace) -> ActionContext {
         run: Default::default(),
         stop: Default::default(),
         approved_findings: None,
+        warnings: stagehand_actions::action::Warnings::default(),
     }
 }
 
@@ -361,6 +362,7 @@ subjects:
         run: Default::default(),
         stop: Default::default(),
         approved_findings: None,
+        warnings: stagehand_actions::action::Warnings::default(),
     };
     for (id, config) in [
         (

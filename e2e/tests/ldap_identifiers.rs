@@ -49,6 +49,7 @@ fn ctx_with(password: Option<&str>) -> ActionContext {
         run: Default::default(),
         stop: Default::default(),
         approved_findings: None,
+        warnings: stagehand_actions::action::Warnings::default(),
     }
 }
 
@@ -471,6 +472,109 @@ async fn tls_is_verified_by_default() {
     assert_eq!(snapshot(&slapd), before);
 }
 
+/// `ldap.caBundle` is the path of the CA's PEM file (as openDesk mounts its trust bundle):
+/// over `ldaps://` a client with it connects and fixes the directory, one without it fails
+/// naming the untrusted issuer and the key, one with `insecureSkipTlsVerify` connects and
+/// records the warning the run shows; a bundle path that is not there is named.
+#[tokio::test]
+async fn ldaps_trusts_the_ca_bundle_file_and_skipping_the_check_warns() {
+    let slapd = start_tls();
+    let before = snapshot(&slapd);
+    let url = slapd.ldaps_url();
+    let ca = slapd.ca_file().to_string_lossy().into_owned();
+
+    let ctx = ctx_with(Some(ROOT_PASSWORD));
+    let err = action(json!({"ldap": {"url": url}}))
+        .plan(&ctx)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("untrusted issuer"), "{err}");
+    assert!(err.contains("ldap.caBundle"), "{err}");
+
+    let missing = format!("{ca}.absent");
+    let err = action(json!({"ldap": {"url": url, "caBundle": missing}}))
+        .plan(&ctx)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("ldap.caBundle") && err.contains(&missing),
+        "{err}"
+    );
+    assert!(err.contains("no such file"), "{err}");
+
+    let trusted = action(json!({"ldap": {"url": url, "caBundle": ca}}));
+    trusted.plan(&ctx).await.unwrap();
+    trusted.apply(&ctx).await.unwrap();
+    assert_fixed(&before, &snapshot(&slapd), &[]);
+    assert_eq!(ctx.warnings.list(), Vec::<String>::new());
+
+    let skipping = ctx_with(Some(ROOT_PASSWORD));
+    let summary = action(json!({"ldap": {"url": url, "insecureSkipTlsVerify": true}}))
+        .apply(&skipping)
+        .await
+        .unwrap()
+        .summary;
+    assert!(summary.contains("nothing to do"), "{summary}");
+    let warnings = skipping.warnings.list();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].starts_with("ldap.insecureSkipTlsVerify is set"),
+        "{warnings:?}"
+    );
+    assert!(warnings[0].contains(&url), "{warnings:?}");
+    assert!(
+        skipping
+            .warnings
+            .summary_with(&summary)
+            .contains("\nWarning: ldap.insecureSkipTlsVerify is set"),
+    );
+}
+
+/// `tls: starttls` on `ldap://`: both connections (the search's and the modifications')
+/// upgrade before the bind. The server refuses updates over a connection without TLS
+/// (`security update_tls=1`), so the fix only lands when the modifications' connection did
+/// StartTLS too.
+#[tokio::test]
+async fn starttls_upgrades_both_connections_and_needs_the_bundle() {
+    let slapd = Slapd::start_with(&SlapdOptions {
+        initial_ldif: fixture(),
+        tls: true,
+        database_config: "security update_tls=1\n".into(),
+        ..SlapdOptions::default()
+    });
+    let before = snapshot(&slapd);
+    let ca = slapd.ca_file().to_string_lossy().into_owned();
+    let ctx = ctx_with(Some(ROOT_PASSWORD));
+
+    // In plain text the server refuses every update.
+    let _ = action(json!({"ldap": {"url": slapd.url()}}))
+        .apply(&ctx)
+        .await;
+    assert_eq!(snapshot(&slapd), before, "plain LDAP changed the directory");
+
+    let err = action(json!({"ldap": {"url": slapd.url(), "tls": "starttls"}}))
+        .plan(&ctx)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("StartTLS"), "{err}");
+    assert!(err.contains("untrusted issuer"), "{err}");
+    assert!(err.contains("ldap.caBundle"), "{err}");
+
+    let upgraded = action(json!({"ldap": {"url": slapd.url(), "tls": "starttls", "caBundle": ca}}));
+    upgraded.plan(&ctx).await.unwrap();
+    upgraded.apply(&ctx).await.unwrap();
+    assert_fixed(&before, &snapshot(&slapd), &[]);
+    assert_eq!(ctx.warnings.list(), Vec::<String>::new());
+
+    // A tls contradicting the URL is refused before anything connects.
+    let cfg = config(json!({"ldap": {"url": slapd.ldaps_url(), "tls": "starttls"}}));
+    let issues = stagehand_actions::action::ActionConfig::semantic_issues(&cfg);
+    assert_eq!(issues[0].path, "ldap.tls", "{issues:?}");
+}
+
 /// Over `ldaps://` with the test CA trusted: in a process of its own (the bench driver, which
 /// runs the action from its JSON config), whose system CA store is the test CA
 /// (`SSL_CERT_FILE`); both connections (search, modifications) verify the server.
@@ -594,6 +698,7 @@ spec:
         run: Default::default(),
         stop: Default::default(),
         approved_findings: None,
+        warnings: stagehand_actions::action::Warnings::default(),
     };
     let act = action(json!({}));
     let err = tokio::time::timeout(Duration::from_secs(60), act.plan(&ctx))

@@ -141,6 +141,7 @@ impl World {
             run: Default::default(),
             stop: Default::default(),
             approved_findings: None,
+            warnings: stagehand_actions::action::Warnings::default(),
         }
     }
 

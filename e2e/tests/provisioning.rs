@@ -58,6 +58,7 @@ fn context(password: &str) -> ActionContext {
         run: Default::default(),
         stop: Default::default(),
         approved_findings: None,
+        warnings: stagehand_actions::action::Warnings::default(),
     }
 }
 

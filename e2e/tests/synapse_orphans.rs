@@ -1004,6 +1004,7 @@ async fn a_whole_run_through_the_kubernetes_exec_api() {
         run: Default::default(),
         stop: Default::default(),
         approved_findings: None,
+        warnings: stagehand_actions::action::Warnings::default(),
     };
     let before = w.accounts();
     let captured = CapturedLogs::start();

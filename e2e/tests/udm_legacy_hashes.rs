@@ -260,6 +260,7 @@ fn ctx(scene: &Scene) -> ActionContext {
         run: Default::default(),
         stop: Default::default(),
         approved_findings: None,
+        warnings: stagehand_actions::action::Warnings::default(),
     }
 }
 

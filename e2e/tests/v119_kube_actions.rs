@@ -37,6 +37,7 @@ fn ctx(client: &Client, ns: &str) -> ActionContext {
         run: Default::default(),
         stop: Default::default(),
         approved_findings: None,
+        warnings: stagehand_actions::action::Warnings::default(),
     }
 }
 

@@ -6,13 +6,8 @@
 //! name the server, database and user, never the password.
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
-use rustls::client::WebPkiServerVerifier;
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{CertificateError, DigitallySignedStruct, SignatureScheme};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_postgres::error::SqlState;
@@ -20,7 +15,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{NoTls, Row};
 
 use crate::action::{ActionError, SecretValue};
-use crate::clients::tls::parse_ca_bundle;
+use crate::clients::tls;
 use crate::text::one_line;
 
 /// libpq's `sslmode`s Stagehand speaks (`allow` is not one: it is `prefer` in reverse).
@@ -65,7 +60,8 @@ pub struct PgSettings {
     pub user: String,
     /// TLS.
     pub ssl_mode: SslMode,
-    /// Extra CAs (PEM) trusted besides the public web roots with `verify-ca`/`verify-full`.
+    /// CAs trusted besides the public web roots and the system's store with
+    /// `verify-ca`/`verify-full`: a PEM file path or inline PEM ([`tls`]).
     pub ca_bundle: Option<String>,
     /// Bound on connecting and on each statement.
     pub timeout: Duration,
@@ -98,133 +94,16 @@ impl fmt::Debug for PgClient {
     }
 }
 
-/// Accepts any certificate whose handshake signature verifies (libpq's `require`/`prefer`: the
-/// channel is encrypted, the server not authenticated).
-#[derive(Debug)]
-struct Unverified(Arc<rustls::crypto::CryptoProvider>);
-
-impl ServerCertVerifier for Unverified {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
-/// Checks the chain, and not the host name (libpq's `verify-ca`).
-#[derive(Debug)]
-struct ChainOnly(Arc<WebPkiServerVerifier>);
-
-impl ServerCertVerifier for ChainOnly {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp: &[u8],
-        now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        match self
-            .0
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
-        {
-            Err(rustls::Error::InvalidCertificate(
-                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
-            )) => Ok(ServerCertVerified::assertion()),
-            other => other,
-        }
-    }
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
-    }
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
-    }
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
-    }
-}
-
-/// The rustls client config of a TLS `mode` (not `disable`).
+/// The rustls client config of a TLS `mode` (not `disable`): [`tls::client_config`], the
+/// check libpq's mode asks for.
 fn tls_config(settings: &PgSettings) -> Result<rustls::ClientConfig, ActionError> {
-    let key = &settings.key;
-    let unusable = |e: String| ActionError::Failed(format!("{}: {e}", settings.describe()));
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| unusable(format!("TLS set-up: {e}")))?;
-    if matches!(settings.ssl_mode, SslMode::Prefer | SslMode::Require) {
-        return Ok(builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(Unverified(provider)))
-            .with_no_client_auth());
-    }
-    let mut roots = rustls::RootCertStore {
-        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    let verify = match settings.ssl_mode {
+        SslMode::Disable | SslMode::Prefer | SslMode::Require => tls::Verify::Nothing,
+        SslMode::VerifyCa => tls::Verify::ChainOnly,
+        SslMode::VerifyFull => tls::Verify::Full,
     };
-    if let Some(pem) = &settings.ca_bundle {
-        for cert in parse_ca_bundle(pem).map_err(|e| unusable(format!("{key}.caBundle {e}")))? {
-            roots.add(cert).map_err(|e| {
-                unusable(format!(
-                    "{key}.caBundle holds a certificate rustls cannot use as a trust anchor: {e}"
-                ))
-            })?;
-        }
-    }
-    if settings.ssl_mode == SslMode::VerifyFull {
-        return Ok(builder.with_root_certificates(roots).with_no_client_auth());
-    }
-    let verifier = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
-        .build()
-        .map_err(|e| unusable(format!("TLS set-up: {e}")))?;
-    Ok(builder
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(ChainOnly(verifier)))
-        .with_no_client_auth())
+    tls::client_config(&settings.key, settings.ca_bundle.as_deref(), verify)
+        .map_err(|e| ActionError::from(e).map_message(|m| format!("{}: {m}", settings.describe())))
 }
 
 /// The action error of a failed statement or connection: a refused password or a missing
@@ -407,12 +286,23 @@ mod tests {
         ] {
             assert!(tls_config(&settings(mode, None)).is_ok(), "{mode}");
         }
-        let e = tls_config(&settings(SslMode::VerifyFull, Some("not pem"))).unwrap_err();
+        let bad = "-----BEGIN CERTIFICATE-----\n!!!\n-----END CERTIFICATE-----\n";
+        let e = tls_config(&settings(SslMode::VerifyFull, Some(bad))).unwrap_err();
         assert!(
             e.to_string()
-                .contains("synapse.postgres.caBundle holds no PEM"),
+                .contains("synapse.postgres.caBundle (inline PEM) is not a readable PEM"),
             "{e}"
         );
+        // A path is read when the client is built; a missing file is named with its key.
+        let e = tls_config(&settings(SslMode::VerifyCa, Some("/nonexistent/ca.crt"))).unwrap_err();
+        assert!(matches!(e, ActionError::NotFound(_)), "{e:?}");
+        assert!(
+            e.to_string()
+                .contains("synapse.postgres.caBundle \"/nonexistent/ca.crt\": no such file"),
+            "{e}"
+        );
+        // The unverified modes read no bundle.
+        assert!(tls_config(&settings(SslMode::Require, Some("/nonexistent/ca.crt"))).is_ok());
         assert_eq!(
             settings(SslMode::Prefer, None).describe(),
             "PostgreSQL matrix_user@postgresql:5432/matrix (sslMode prefer)"

@@ -5,7 +5,6 @@
 
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -19,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use tokio::task::JoinSet;
 
 use crate::action::{ActionError, SecretValue, StopSignal};
-use crate::clients::tls::parse_ca_bundle;
+use crate::clients::tls;
 
 /// The Redis server, as the Intercom Service's `cache.intercomService` block configures it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -39,8 +38,10 @@ pub struct Redis {
     /// Connect with TLS (the certificate is verified).
     #[serde(default)]
     pub tls: bool,
-    /// Extra CA certificates (PEM) to trust for TLS, next to the public web roots (Mozilla's
-    /// list as webpki-roots ships it). Stagehand's addition: the reference has no such key.
+    /// CA certificates to trust for TLS besides the public web roots and the system's store: a
+    /// PEM file path (openDesk's `/etc/opendesk/trust/ca-certificates.crt`), or the PEM text
+    /// itself (a value starting with `-----BEGIN`). Stagehand's addition: the reference has
+    /// no such key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_bundle: Option<String>,
     /// The database number.
@@ -290,29 +291,12 @@ fn probe_token() -> String {
 // TLS
 // ---------------------------------------------------------------------------------------------
 
-/// rustls (ring) with the public web roots and the configured extra CAs; the server name
-/// (host name or IP address) is verified. The error names `target` and what in the settings
-/// cannot be used.
+/// rustls (ring) with the trust anchors of [`tls::root_store`] (the public web roots, the
+/// system's store, `redis.caBundle` read now); the server name (host name or IP address) is
+/// verified. The error names `target` and what in the settings cannot be used.
 fn tls_config(target: &str, ca_bundle: Option<&str>) -> Result<TlsConfig, ActionError> {
-    let unusable = |e: String| ActionError::Failed(format!("{target}: {e}"));
-    let mut roots = rustls::RootCertStore {
-        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-    };
-    if let Some(pem) = ca_bundle {
-        for cert in parse_ca_bundle(pem).map_err(|e| unusable(format!("redis.caBundle {e}")))? {
-            roots.add(cert).map_err(|e| {
-                unusable(format!(
-                    "redis.caBundle holds a certificate rustls cannot use as a trust anchor: {e}"
-                ))
-            })?;
-        }
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| unusable(format!("TLS set-up: {e}")))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+    let config = tls::client_config("redis", ca_bundle, tls::Verify::Full)
+        .map_err(|e| ActionError::from(e).map_message(|m| format!("{target}: {m}")))?;
     Ok(TlsConnector::from(config).into())
 }
 
@@ -892,12 +876,14 @@ fn connect_error(
             "the server refused the credential: check user {:?} and the password in the secret file {PASSWORD_FILE:?}",
             redis.username
         )
+    } else if let Some(hint) = tls::certificate_hint("redis", &text) {
+        format!("the TLS handshake failed: {hint}")
     } else if matches!(e.kind(), FredErrorKind::Tls)
         || ["certificate", "tls", "handshake"]
             .iter()
             .any(|w| text.to_lowercase().contains(w))
     {
-        "the TLS handshake failed: the server's certificate must be valid for the host name and issued by a CA in the public web roots or in redis.caBundle".to_string()
+        "the TLS handshake failed: the server's certificate must be valid for the host name and issued by a CA in the public web roots, the system's store or redis.caBundle".to_string()
     } else if matches!(e.kind(), FredErrorKind::Timeout) {
         format!(
             "no answer within {}s (requestTimeoutSeconds)",

@@ -71,6 +71,7 @@ fn main() -> std::process::ExitCode {
             run: Default::default(),
             stop: Default::default(),
             approved_findings: None,
+            warnings: stagehand_actions::action::Warnings::default(),
         };
         let t0 = Instant::now();
         let planned = match action.plan(&ctx).await {

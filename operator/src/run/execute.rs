@@ -10,7 +10,7 @@ use std::time::Duration;
 use kube::ResourceExt;
 use kube::runtime::controller::Action as Requeue;
 use kube::runtime::events::EventType;
-use stagehand_actions::action::{ActionContext, ActionError, Outcome};
+use stagehand_actions::action::{ActionContext, ActionError, Outcome, Warnings};
 use stagehand_config::{Declarations, Footprint, Reason, Stage};
 use stagehand_crds::unversioned::{ActionDecision, ActionStatus, HistoryEntry};
 use tracing::{Instrument, info, info_span, warn};
@@ -27,6 +27,11 @@ use super::status::StatusError;
 
 /// The reason of an action stopped at a safe point because its run was deleted.
 pub const STOPPED: &str = "Stopped";
+
+/// The reason of the Warning Event of an insecure setting an action used (a TLS certificate
+/// not verified: `insecureSkipTlsVerify`), one per warning; the action's summary carries the
+/// same text on a `Warning:` line.
+pub const INSECURE_SETTING: &str = "InsecureSetting";
 
 /// The execute step: every action still to run, in order; goes on to the finish once all
 /// succeeded.
@@ -192,15 +197,26 @@ async fn one(
     // Registered while it runs: the run deleted meanwhile stops it at its next safe point.
     let namespace = r.run.namespace().unwrap_or_default();
     let (executing, deleted) = r.context.runs.executing(&namespace, &r.run.name_any());
+    // The action's own warnings (each logged as it is recorded).
+    let warnings = Warnings::default();
     let result = {
         // Counted while it runs: a replica that lost its leadership waits for it to stop.
         let _in_flight = r.context.steering.action_started();
         let mut ctx = ctx.clone();
         ctx.stop = ctx.stop.or(deleted.clone());
         ctx.approved_findings = approved;
+        ctx.warnings = warnings.clone();
         run_action(p, &ctx, dry).await
     };
     drop(executing);
+    for warning in warnings.list() {
+        r.event(
+            EventType::Warning,
+            INSECURE_SETTING,
+            format!("{}: {warning}", p.label),
+        )
+        .await;
+    }
     let id = r.status.actions[i].id.clone();
     if let Err(e) = &result
         && e.is_stop()
@@ -213,7 +229,7 @@ async fn one(
         a.decision = ActionDecision::Failed;
         a.reason = STOPPED.into();
         a.completion_time = Some(now());
-        a.summary = Some(e.to_string());
+        a.summary = Some(warnings.summary_with(&e.to_string()));
         warn!(error = %e, "the run was deleted: its action stopped at a safe point");
         r.context
             .metrics
@@ -298,7 +314,7 @@ async fn one(
             if dry {
                 a.reason = DRY_RUN.into();
             }
-            a.summary = Some(summary.clone());
+            a.summary = Some(warnings.summary_with(&summary));
             let mut wait = FIRST_RETRY;
             while let Err(e) = r
                 .write(&Phase::Running(format!("{} succeeded", p.label)))
@@ -319,7 +335,7 @@ async fn one(
             let a = &mut r.status.actions[i];
             a.decision = ActionDecision::Failed;
             a.reason = FINDINGS_CHANGED.into();
-            a.summary = Some(difference.clone());
+            a.summary = Some(warnings.summary_with(&difference));
             warn!(%difference, "the findings at execution are not the approved ones");
             let message = format!(
                 "{} found other objects than the approved ones, and changed nothing: {difference}",
@@ -331,7 +347,7 @@ async fn one(
             let a = &mut r.status.actions[i];
             a.decision = ActionDecision::Failed;
             a.reason = "Failed".into();
-            a.summary = Some(e.to_string());
+            a.summary = Some(warnings.summary_with(&e.to_string()));
             warn!(error = %e, "action failed");
             let message = format!("{} failed: {e}", p.label);
             r.end(Phase::Failed(message)).await.map(Some)

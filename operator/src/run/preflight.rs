@@ -10,6 +10,7 @@ use std::ops::ControlFlow;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
+use kube::runtime::events::EventType;
 use kube::{Client, ResourceExt};
 use stagehand_actions::action::{Action, ActionContext, RunIdentity, SecretValue, Secrets};
 use stagehand_config::Stage;
@@ -231,6 +232,7 @@ pub(super) async fn step(
         },
         stop: r.context.steering.stop.clone(),
         approved_findings: None,
+        warnings: stagehand_actions::action::Warnings::default(),
     };
     // The run writes the ledger when a tagged action succeeds, and a post run when it ends.
     let writes_ledger = !r.run.spec.dry_run
@@ -258,6 +260,16 @@ pub(super) async fn step(
         problems.extend(missing);
         if first_pass {
             problems.extend(prove(&actions, &ctx).await);
+            // What the proofs warned of (an unverified certificate) is on the run at once;
+            // each action's own run records it again in its summary.
+            for warning in std::mem::take(&mut ctx.warnings).list() {
+                r.event(
+                    EventType::Warning,
+                    super::execute::INSECURE_SETTING,
+                    format!("preflight: {warning}"),
+                )
+                .await;
+            }
         }
     }
     if !problems.is_empty() {

@@ -1,5 +1,7 @@
-//! The direct transport: Stagehand's own LDAP connections (TLS through rustls with the ring
-//! provider, verified against the system's CA certificates).
+//! The direct transport: Stagehand's own LDAP connections, plain, over `ldaps://` or upgraded
+//! with StartTLS (`tls: none|starttls|ldaps`), TLS through rustls with the ring provider as
+//! [`crate::clients::tls`] sets it up: the public web roots, the system's store and
+//! `ldap.caBundle`; `ldap.insecureSkipTlsVerify` skips the check and warns.
 //!
 //! Binding and searching go through the `ldap3` crate; searches are paged (RFC 2696 simple
 //! paged results), so a directory of any size is read without hitting the server's size
@@ -9,17 +11,75 @@
 //! was measured slower against slapd: its search and its writes compete.)
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::stream;
 use ldap3::adapters::{Adapter, EntriesOnly, PagedResults};
 use ldap3::{Ldap, LdapConnAsync, LdapConnSettings, LdapResult, Scope, SearchEntry};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 
 use super::{Directory, Entry, LdapError, Refused, Replace, wire};
-use crate::action::SecretValue;
+use crate::action::{SecretValue, Warnings};
+use crate::clients::tls;
 use crate::text::one_line;
+
+/// How the direct transport secures its connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum LdapTls {
+    /// Plain LDAP (`ldap://`, `ldapi://`).
+    None,
+    /// `ldap://`, upgraded to TLS with the StartTLS operation before the bind.
+    Starttls,
+    /// TLS from the start (`ldaps://`).
+    Ldaps,
+}
+
+impl fmt::Display for LdapTls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            LdapTls::None => "none",
+            LdapTls::Starttls => "starttls",
+            LdapTls::Ldaps => "ldaps",
+        })
+    }
+}
+
+impl LdapTls {
+    /// The mode of `url` given the configured `tls`: left out, the scheme's (`ldaps://` is
+    /// `ldaps`, `ldap://` and `ldapi://` are `none`); a `tls` the scheme contradicts is an
+    /// error saying what to write instead.
+    pub fn resolve(url: &str, tls: Option<LdapTls>) -> Result<LdapTls, String> {
+        let scheme = url
+            .split_once("://")
+            .map(|(s, _)| s.to_ascii_lowercase())
+            .unwrap_or_default();
+        let implied = if scheme == "ldaps" {
+            LdapTls::Ldaps
+        } else {
+            LdapTls::None
+        };
+        let Some(tls) = tls else {
+            return Ok(implied);
+        };
+        let fits = match scheme.as_str() {
+            "ldaps" => tls == LdapTls::Ldaps,
+            "ldap" => tls != LdapTls::Ldaps,
+            _ => tls == LdapTls::None,
+        };
+        if fits {
+            Ok(tls)
+        } else {
+            Err(format!(
+                "tls: {tls} contradicts the URL {url:?}: ldaps:// is tls: ldaps, ldap:// is tls: none or starttls, ldapi:// is tls: none"
+            ))
+        }
+    }
+}
 
 /// How to reach and bind to the server.
 #[derive(Debug, Clone)]
@@ -36,6 +96,14 @@ pub struct DirectSettings {
     pub max_in_flight: usize,
     /// Entries per page of a search.
     pub page_size: i32,
+    /// TLS; `None`: as the URL's scheme says ([`LdapTls::resolve`]).
+    pub tls: Option<LdapTls>,
+    /// `ldap.caBundle`: a PEM file path or inline PEM ([`tls`]).
+    pub ca_bundle: Option<String>,
+    /// Do not verify the server's certificate (recorded as a warning of the run).
+    pub insecure_skip_tls_verify: bool,
+    /// Where the warning of an unverified certificate goes.
+    pub warnings: Warnings,
 }
 
 impl DirectSettings {
@@ -48,7 +116,42 @@ impl DirectSettings {
             timeout: Duration::from_secs(30),
             max_in_flight: 64,
             page_size: 1000,
+            tls: None,
+            ca_bundle: None,
+            insecure_skip_tls_verify: false,
+            warnings: Warnings::default(),
         }
+    }
+
+    /// The TLS set-up of a connection in `mode`: `None` for plain LDAP; the bundle is read and
+    /// an unverified certificate recorded as a warning here.
+    fn wire_tls(&self, mode: LdapTls) -> Result<Option<wire::WireTls>, LdapError> {
+        if mode == LdapTls::None {
+            return Ok(None);
+        }
+        let verify = if self.insecure_skip_tls_verify {
+            self.warnings.warn(tls::insecure_warning(
+                "ldap.insecureSkipTlsVerify",
+                &self.url,
+            ));
+            tls::Verify::Nothing
+        } else {
+            tls::Verify::Full
+        };
+        let config = tls::client_config("ldap", self.ca_bundle.as_deref(), verify)
+            .map_err(|e| LdapError::Config(e.to_string()))?;
+        Ok(Some(wire::WireTls {
+            config: Arc::new(config),
+            starttls: mode == LdapTls::Starttls,
+        }))
+    }
+}
+
+/// `message` and, when it names a certificate problem, what to do about it.
+fn with_certificate_hint(message: String) -> String {
+    match tls::certificate_hint("ldap", &message) {
+        Some(hint) => format!("{message}: {hint}"),
+        None => message,
     }
 }
 
@@ -62,6 +165,7 @@ pub struct DirectDirectory {
     timeout: Duration,
     max_in_flight: usize,
     page_size: i32,
+    tls: Option<wire::WireTls>,
 }
 
 impl fmt::Debug for DirectDirectory {
@@ -91,14 +195,27 @@ impl DirectDirectory {
                 "ldap.url {url:?} is not an LDAP URL: use ldap://host:389, ldaps://host:636 or ldapi://<socket>"
             )));
         }
-        let conn_settings = LdapConnSettings::new().set_conn_timeout(settings.timeout);
+        let mode = LdapTls::resolve(&url, settings.tls)
+            .map_err(|e| LdapError::Config(format!("ldap.{e}")))?;
+        let tls = settings.wire_tls(mode)?;
+        let mut conn_settings = LdapConnSettings::new().set_conn_timeout(settings.timeout);
+        if let Some(tls) = &tls {
+            conn_settings = conn_settings
+                .set_config(tls.config.clone())
+                .set_starttls(tls.starttls);
+        }
         let connect = LdapConnAsync::with_settings(conn_settings, &url);
         let (conn, mut ldap) = match tokio::time::timeout(settings.timeout, connect).await {
             Ok(Ok(pair)) => pair,
             Ok(Err(e)) => {
+                let message = match mode {
+                    LdapTls::Starttls => format!("StartTLS: {e}"),
+                    LdapTls::Ldaps => format!("TLS: {e}"),
+                    LdapTls::None => e.to_string(),
+                };
                 return Err(LdapError::Connect {
                     url,
-                    message: e.to_string(),
+                    message: with_certificate_hint(message),
                 });
             }
             Err(_) => {
@@ -123,6 +240,7 @@ impl DirectDirectory {
             timeout: settings.timeout,
             max_in_flight: settings.max_in_flight.max(1),
             page_size: settings.page_size.max(1),
+            tls,
         };
         let bound = ldap
             .with_timeout(settings.timeout)
@@ -191,11 +309,11 @@ impl DirectDirectory {
         &self,
         changes: impl futures::Stream<Item = Replace> + Send,
     ) -> Result<Vec<Refused>, LdapError> {
-        let io = wire::connect(&self.url, self.timeout)
+        let io = wire::connect(&self.url, self.timeout, self.tls.as_ref())
             .await
             .map_err(|e| LdapError::Connect {
                 url: self.url.clone(),
-                message: e.to_string(),
+                message: with_certificate_hint(e.to_string()),
             })?;
         let bound = wire::bind(io, &self.bind_dn, self.password.expose(), self.timeout)
             .await
@@ -341,6 +459,27 @@ mod tests {
             ..result
         };
         assert_eq!(result_message(&bare), "invalidCredentials (49)");
+    }
+
+    #[test]
+    fn the_tls_mode_follows_the_scheme_and_a_contradiction_is_refused() {
+        use LdapTls::{Ldaps, None as Plain, Starttls};
+        assert_eq!(LdapTls::resolve("ldaps://h:636", None), Ok(Ldaps));
+        assert_eq!(LdapTls::resolve("ldap://h:389", None), Ok(Plain));
+        assert_eq!(LdapTls::resolve("ldapi:///", None), Ok(Plain));
+        assert_eq!(LdapTls::resolve("ldap://h", Some(Starttls)), Ok(Starttls));
+        assert_eq!(LdapTls::resolve("LDAPS://h", Some(Ldaps)), Ok(Ldaps));
+        for (url, tls) in [
+            ("ldaps://h", Plain),
+            ("ldaps://h", Starttls),
+            ("ldap://h", Ldaps),
+            ("ldapi:///", Starttls),
+        ] {
+            let e = LdapTls::resolve(url, Some(tls)).unwrap_err();
+            assert!(e.contains(&format!("tls: {tls} contradicts")), "{e}");
+        }
+        let mode: LdapTls = serde_json::from_value(serde_json::json!("starttls")).unwrap();
+        assert_eq!(mode, Starttls);
     }
 
     #[tokio::test]

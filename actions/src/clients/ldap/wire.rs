@@ -4,8 +4,9 @@
 //! their entries by message id as they come back, in any order. Everything else (binding for
 //! searches, paged searches) goes through the `ldap3` crate.
 //!
-//! Transports: `ldap://` (TCP), `ldaps://` (TLS through rustls with the ring provider,
-//! verified against the system's CA certificates) and `ldapi://` (a Unix socket).
+//! Transports: `ldap://` (TCP, optionally upgraded with StartTLS), `ldaps://` (TLS through
+//! rustls with the ring provider, set up by [`crate::clients::tls`]) and `ldapi://` (a Unix
+//! socket).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -122,60 +123,100 @@ pub(crate) fn parse_url(url: &str) -> Result<Target, WireError> {
     }
 }
 
-/// The TLS client config: the system's CA certificates (`SSL_CERT_FILE`/`SSL_CERT_DIR` when
-/// set), ring; built once.
-fn tls_config() -> Result<Arc<rustls::ClientConfig>, WireError> {
-    static CONFIG: std::sync::OnceLock<Result<Arc<rustls::ClientConfig>, WireError>> =
-        std::sync::OnceLock::new();
-    CONFIG
-        .get_or_init(|| {
-            let mut roots = rustls::RootCertStore::empty();
-            for cert in rustls_native_certs::load_native_certs().certs {
-                // Certificates of the system's store that rustls cannot use are skipped.
-                let _ = roots.add(cert);
-            }
-            if roots.is_empty() {
-                return Err(WireError::Connection(
-                    "no CA certificates found in the system's store to verify the server".into(),
-                ));
-            }
-            let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-                rustls::crypto::ring::default_provider(),
-            ))
-            .with_safe_default_protocol_versions()
-            .map_err(|e| WireError::Connection(e.to_string()))?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-            Ok(Arc::new(config))
-        })
-        .clone()
+/// How a connection is secured with TLS: the rustls config (built by [`crate::clients::tls`])
+/// and whether an `ldap://` connection upgrades with StartTLS first. An `ldaps://` URL uses
+/// TLS from the start.
+#[derive(Clone)]
+pub(crate) struct WireTls {
+    /// The client config.
+    pub(crate) config: Arc<rustls::ClientConfig>,
+    /// StartTLS on `ldap://`.
+    pub(crate) starttls: bool,
+}
+
+impl std::fmt::Debug for WireTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WireTls")
+            .field("starttls", &self.starttls)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The StartTLS extended operation's name (RFC 4511 section 4.14).
+const START_TLS_OID: &str = "1.3.6.1.4.1.1466.20037";
+
+/// Asks for StartTLS on a fresh `ldap://` connection and waits for the server's yes.
+async fn start_tls(io: &mut tokio::net::TcpStream) -> Result<(), WireError> {
+    let broken = |e: std::io::Error| WireError::Connection(format!("StartTLS: {e}"));
+    io.write_all(&encode_start_tls(1)).await.map_err(broken)?;
+    io.flush().await.map_err(broken)?;
+    let mut buf = Vec::new();
+    match next_response(io, &mut buf).await? {
+        Some(r) if r.op == 0x78 && r.code == 0 => Ok(()),
+        Some(r) if r.op == 0x78 => Err(WireError::Connection(format!(
+            "the server refused StartTLS (result code {}): {} (does it have a certificate? else use tls: none or ldaps)",
+            r.code, r.message
+        ))),
+        Some(r) => Err(WireError::Protocol(format!(
+            "unexpected answer 0x{:02x} to StartTLS",
+            r.op
+        ))),
+        None => Err(WireError::Connection(
+            "the server closed the connection at StartTLS".into(),
+        )),
+    }
+}
+
+/// A TLS handshake on `stream` with `host`'s name (or address).
+async fn handshake(
+    stream: tokio::net::TcpStream,
+    host: &str,
+    tls: &WireTls,
+) -> Result<Box<dyn Io>, WireError> {
+    let name = rustls::pki_types::ServerName::try_from(host.to_string())
+        .map_err(|e| WireError::Url(format!("{host:?} is not a server name: {e}")))?;
+    let stream = tokio_rustls::TlsConnector::from(tls.config.clone())
+        .connect(name, stream)
+        .await
+        .map_err(|e| WireError::Connection(format!("TLS: {e}")))?;
+    Ok(Box::new(stream))
 }
 
 /// Opens a connection to `url` within `timeout`.
-pub(crate) async fn connect(url: &str, timeout: Duration) -> Result<Box<dyn Io>, WireError> {
+/// `tls` is required for `ldaps://`, and with `starttls` upgrades an `ldap://` connection.
+pub(crate) async fn connect(
+    url: &str,
+    timeout: Duration,
+    tls: Option<&WireTls>,
+) -> Result<Box<dyn Io>, WireError> {
     let target = parse_url(url)?;
     let broken = WireError::Connection;
     let open = async {
         Ok::<Box<dyn Io>, WireError>(match target {
             Target::Tcp { host, port } => {
-                let stream = tokio::net::TcpStream::connect((host.as_str(), port))
+                let mut stream = tokio::net::TcpStream::connect((host.as_str(), port))
                     .await
                     .map_err(|e| broken(e.to_string()))?;
                 let _ = stream.set_nodelay(true);
-                Box::new(stream)
+                match tls.filter(|t| t.starttls) {
+                    Some(tls) => {
+                        start_tls(&mut stream).await?;
+                        handshake(stream, &host, tls).await?
+                    }
+                    None => Box::new(stream),
+                }
             }
             Target::Tls { host, port } => {
+                let tls = tls.ok_or_else(|| {
+                    WireError::Url(format!(
+                        "{url:?} is ldaps:// but no TLS settings were given"
+                    ))
+                })?;
                 let stream = tokio::net::TcpStream::connect((host.as_str(), port))
                     .await
                     .map_err(|e| broken(e.to_string()))?;
                 let _ = stream.set_nodelay(true);
-                let name = rustls::pki_types::ServerName::try_from(host.clone())
-                    .map_err(|e| WireError::Url(format!("{host:?} is not a server name: {e}")))?;
-                let tls = tokio_rustls::TlsConnector::from(tls_config()?)
-                    .connect(name, stream)
-                    .await
-                    .map_err(|e| broken(format!("TLS: {e}")))?;
-                Box::new(tls)
+                handshake(stream, &host, tls).await?
             }
             Target::Unix { path } => Box::new(
                 tokio::net::UnixStream::connect(&path)
@@ -273,6 +314,18 @@ fn encode_bind(id: i32, dn: &str, password: &str) -> Vec<u8> {
     out.extend_from_slice(&[0x02, 0x01, 0x03]);
     octets(&mut out, 0x04, dn.as_bytes());
     octets(&mut out, 0x80, password.as_bytes());
+    out
+}
+
+/// `LDAPMessage { messageID, ExtendedRequest { requestName StartTLS } }`.
+fn encode_start_tls(id: i32) -> Vec<u8> {
+    let id_bytes = integer_bytes(id);
+    let content = tlv_len(START_TLS_OID.len());
+    let mut out = Vec::with_capacity(40);
+    header(&mut out, 0x30, tlv_len(id_bytes.len()) + tlv_len(content));
+    octets(&mut out, 0x02, &id_bytes);
+    header(&mut out, 0x77, content);
+    octets(&mut out, 0x80, START_TLS_OID.as_bytes());
     out
 }
 
@@ -786,9 +839,13 @@ mod tests {
                 }
             }
         });
-        let io = connect(&format!("ldap://127.0.0.1:{port}"), Duration::from_secs(5))
-            .await
-            .unwrap();
+        let io = connect(
+            &format!("ldap://127.0.0.1:{port}"),
+            Duration::from_secs(5),
+            None,
+        )
+        .await
+        .unwrap();
         let bound = bind(io, "cn=admin", "pw", Duration::from_secs(5))
             .await
             .unwrap();
@@ -823,6 +880,20 @@ mod tests {
             assert!(n > 0, "client hung up");
             buf.extend_from_slice(&chunk[..n]);
         }
+    }
+
+    #[test]
+    fn a_start_tls_request_is_valid_ber() {
+        let encoded = encode_start_tls(1);
+        let (tag, content, total) = tlv(&encoded).unwrap().unwrap();
+        assert_eq!((tag, total), (0x30, encoded.len()));
+        let (id_tag, id, used) = inner(content).unwrap();
+        assert_eq!((id_tag, integer(id)), (0x02, 1));
+        let (op, request, _) = inner(&content[used..]).unwrap();
+        assert_eq!(op, 0x77);
+        let (name_tag, name, _) = inner(request).unwrap();
+        assert_eq!(name_tag, 0x80);
+        assert_eq!(name, START_TLS_OID.as_bytes());
     }
 
     #[test]
