@@ -15,7 +15,7 @@ pub const DECLARATION_KEYS: [&str; 5] = ["id", "tag", "runMode", "versions", "co
 /// The keys an `actionsSkip` entry may hold.
 pub const SKIP_KEYS: [&str; 2] = ["id", "tag"];
 /// The keys a Migration spec may hold (both served versions).
-pub const SPEC_KEYS: [&str; 9] = [
+pub const SPEC_KEYS: [&str; 10] = [
     "releaseVersion",
     "actions",
     "actionsSkip",
@@ -25,6 +25,7 @@ pub const SPEC_KEYS: [&str; 9] = [
     "suspend",
     "historyConfigMap",
     "runHistoryLimit",
+    "serviceAccountName",
 ];
 
 /// The document is not a Migration at all, so there is nothing to validate.

@@ -70,6 +70,17 @@ pub struct MigrationSpec {
         pattern = r"^v?[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$"
     ))]
     pub installed_release: Option<String>,
+    /// The ServiceAccount (same namespace) whose rights the runs of this Migration use for
+    /// every Kubernetes call their actions and preflight make (Secrets, exec, workloads,
+    /// ConfigMaps): the operator impersonates it. Unset: the operator's
+    /// `--default-service-account`, or without that flag the operator's own rights
+    /// (single-tenant mode, docs/deploy.md#tenancy-and-the-threat-model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(min = 1, max = 253),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+    )]
+    pub service_account_name: Option<String>,
 }
 
 // Immutability is one `self == oldSelf` transition rule per field, not one on `spec`: a rule

@@ -341,6 +341,7 @@ fn the_validator_knows_every_spec_field_of_a_migration() {
         installed_release: Some("v1.17.3".into()),
         history_config_map: Some("h".into()),
         run_history_limit: Some(3),
+        service_account_name: Some("tenant".into()),
         ..Default::default()
     };
     let value = serde_json::to_value(&spec).unwrap();

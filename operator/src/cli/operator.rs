@@ -13,7 +13,7 @@ use crate::leader::{
     LeaderConfig, Leadership, LeaseTimings, Lost, default_identity, lease_namespace,
 };
 use crate::metrics::Metrics;
-use crate::run::context::{EngineControl, Steering};
+use crate::run::context::{EngineControl, Steering, Tenancy};
 use crate::serve::Readiness;
 
 /// Log formats of the operator.
@@ -91,6 +91,12 @@ pub struct OperatorArgs {
     /// of different Migrations execute actions at once.
     #[arg(long, env = "STAGEHAND_MAX_CONCURRENT_RUNS", default_value_t = crate::run::controller::DEFAULT_MAX_CONCURRENT_RUNS, value_parser = clap::value_parser!(u16).range(1..))]
     pub max_concurrent_runs: u16,
+    /// The ServiceAccount (of the run's namespace) a run impersonates when its Migration names
+    /// none (`spec.serviceAccountName`): with it set, no run uses the operator's own rights.
+    /// Unset, such runs use the operator's rights (single-tenant mode,
+    /// docs/deploy.md#tenancy-and-the-threat-model).
+    #[arg(long, env = "STAGEHAND_DEFAULT_SERVICE_ACCOUNT")]
+    pub default_service_account: Option<String>,
 }
 
 /// Runs the operator; returns the exit code.
@@ -146,7 +152,7 @@ async fn operate(args: OperatorArgs) -> u8 {
         metrics.clone(),
     )
     .await;
-    let client = match kube::Client::try_default().await {
+    let (client, tenancy) = match connect(args.default_service_account.clone()).await {
         Ok(c) => c,
         Err(e) => {
             error!(error = %e, "cannot connect");
@@ -186,6 +192,7 @@ async fn operate(args: OperatorArgs) -> u8 {
             metrics,
             steering,
             args.max_concurrent_runs,
+            tenancy,
         )
         .await;
         return EXIT_OK;
@@ -234,6 +241,7 @@ async fn operate(args: OperatorArgs) -> u8 {
         metrics,
         steering,
         args.max_concurrent_runs,
+        tenancy,
     );
     tokio::pin!(controllers);
     enum Ended {
@@ -308,8 +316,29 @@ async fn run_controllers(
     metrics: Metrics,
     steering: Steering,
     max_concurrent_runs: u16,
+    tenancy: Tenancy,
 ) {
-    crate::run::controller::run(client, namespace, metrics, steering, max_concurrent_runs).await;
+    crate::run::controller::run(
+        client,
+        namespace,
+        metrics,
+        steering,
+        max_concurrent_runs,
+        tenancy,
+    )
+    .await;
+}
+
+/// The operator's own client and the tenancy of its runs, from the inferred configuration (the
+/// pod's ServiceAccount in a cluster, else the kubeconfig).
+async fn connect(
+    default_service_account: Option<String>,
+) -> Result<(kube::Client, Tenancy), kube::Error> {
+    let config = kube::Config::infer()
+        .await
+        .map_err(kube::Error::InferConfig)?;
+    let client = kube::Client::try_from(config.clone())?;
+    Ok((client, Tenancy::new(config, default_service_account)))
 }
 
 /// Resolves on SIGTERM or SIGINT.

@@ -1,7 +1,8 @@
 //! What both controllers share: the [`Context`] every reconcile gets, the [`Error`] that makes
 //! the controller retry one, and [`event`], how they publish Events.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Client, Resource};
@@ -27,6 +28,116 @@ pub struct Context {
     /// The runs as the run controller sees them (unfinished ones in its store, finished ones
     /// in a small index), and whom to wake.
     pub runs: RunsView,
+    /// Whose rights a run's preflight and actions use.
+    pub tenancy: Tenancy,
+}
+
+/// Whose rights a run's preflight and actions use for their Kubernetes calls
+/// (docs/deploy.md#tenancy-and-the-threat-model): the ServiceAccount its Migration names
+/// (`spec.serviceAccountName`), else `--default-service-account`, both impersonated; with
+/// neither, the operator's own (single-tenant mode). The operator's bookkeeping (status, the
+/// history ledger, findings, Events, leases) always uses its own client. Cheap to clone.
+#[derive(Clone)]
+pub struct Tenancy {
+    /// The operator's own configuration, which an impersonating client copies.
+    config: kube::Config,
+    /// `--default-service-account`.
+    default_service_account: Option<String>,
+    /// One client per impersonated identity, built once.
+    clients: Arc<Mutex<HashMap<String, Client>>>,
+}
+
+impl std::fmt::Debug for Tenancy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tenancy")
+            .field("default_service_account", &self.default_service_account)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The client a run's preflight and actions use, and whom it acts as.
+#[derive(Clone)]
+pub struct RunClient {
+    /// The client.
+    pub client: Client,
+    /// `system:serviceaccount:<namespace>:<name>` when impersonating; `None`: the operator.
+    pub identity: Option<String>,
+}
+
+impl std::fmt::Debug for RunClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunClient")
+            .field("identity", &self.identity)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The impersonating client could not be built (its configuration is refused).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot build a client impersonating {identity}: {source}")]
+pub struct TenancyError {
+    /// The identity.
+    pub identity: String,
+    /// Why.
+    #[source]
+    pub source: kube::Error,
+}
+
+impl Tenancy {
+    /// The tenancy of an operator whose own client was built from `config`.
+    pub fn new(config: kube::Config, default_service_account: Option<String>) -> Self {
+        Self {
+            config,
+            default_service_account: default_service_account.filter(|s| !s.is_empty()),
+            clients: Arc::default(),
+        }
+    }
+
+    /// The user a run in `namespace` whose Migration names `service_account` acts as (pure);
+    /// `None`: the operator itself.
+    pub fn identity(&self, namespace: &str, service_account: Option<&str>) -> Option<String> {
+        service_account
+            .filter(|s| !s.is_empty())
+            .or(self.default_service_account.as_deref())
+            .map(|sa| format!("system:serviceaccount:{namespace}:{sa}"))
+    }
+
+    /// The client of a run in `namespace` whose Migration names `service_account`: `own`
+    /// (the operator's) in single-tenant mode, else one impersonating the ServiceAccount.
+    pub fn client(
+        &self,
+        own: &Client,
+        namespace: &str,
+        service_account: Option<&str>,
+    ) -> Result<RunClient, TenancyError> {
+        let Some(identity) = self.identity(namespace, service_account) else {
+            return Ok(RunClient {
+                client: own.clone(),
+                identity: None,
+            });
+        };
+        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(client) = clients.get(&identity) {
+            return Ok(RunClient {
+                client: client.clone(),
+                identity: Some(identity),
+            });
+        }
+        let mut config = self.config.clone();
+        config.auth_info.impersonate = Some(identity.clone());
+        // Groups left to the API server: impersonating a ServiceAccount's user name, it adds
+        // `system:serviceaccounts` and `system:serviceaccounts:<namespace>` itself.
+        config.auth_info.impersonate_groups = None;
+        let client = Client::try_from(config).map_err(|source| TenancyError {
+            identity: identity.clone(),
+            source,
+        })?;
+        clients.insert(identity.clone(), client.clone());
+        Ok(RunClient {
+            client,
+            identity: Some(identity),
+        })
+    }
 }
 
 impl std::fmt::Debug for Context {
@@ -189,5 +300,56 @@ pub async fn event<K: Resource<DynamicType = ()>>(
     };
     if let Err(e) = recorder.publish(&ev, &object.object_ref(&())).await {
         warn!(error = %e, "cannot publish event");
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn tenancy(default: Option<&str>) -> Tenancy {
+        let config = kube::Config::new("https://127.0.0.1:6443".parse().unwrap());
+        Tenancy::new(config, default.map(str::to_string))
+    }
+
+    #[test]
+    fn a_run_acts_as_its_migration_s_service_account_else_the_default_else_the_operator() {
+        let single = tenancy(None);
+        assert_eq!(single.identity("od", None), None);
+        assert_eq!(single.identity("od", Some("")), None);
+        assert_eq!(
+            single.identity("od", Some("tenant")).as_deref(),
+            Some("system:serviceaccount:od:tenant")
+        );
+        let multi = tenancy(Some("runner"));
+        assert_eq!(
+            multi.identity("od", None).as_deref(),
+            Some("system:serviceaccount:od:runner")
+        );
+        assert_eq!(
+            multi.identity("od", Some("tenant")).as_deref(),
+            Some("system:serviceaccount:od:tenant")
+        );
+        assert_eq!(tenancy(Some("")).identity("od", None), None);
+    }
+
+    #[tokio::test]
+    async fn an_impersonating_client_is_built_once_per_identity() {
+        let t = tenancy(Some("runner"));
+        let own =
+            Client::try_from(kube::Config::new("https://127.0.0.1:6443".parse().unwrap())).unwrap();
+        let a = t.client(&own, "od", None).unwrap();
+        assert_eq!(
+            a.identity.as_deref(),
+            Some("system:serviceaccount:od:runner")
+        );
+        let _ = t.client(&own, "od", None).unwrap();
+        let _ = t.client(&own, "other", Some("x")).unwrap();
+        assert_eq!(t.clients.lock().unwrap().len(), 2);
+        assert_eq!(
+            tenancy(None).client(&own, "od", None).unwrap().identity,
+            None
+        );
     }
 }

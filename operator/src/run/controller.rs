@@ -193,6 +193,7 @@ pub async fn run(
     metrics: crate::metrics::Metrics,
     steering: Steering,
     max_concurrent_runs: u16,
+    tenancy: super::context::Tenancy,
 ) {
     let reporter = Reporter {
         controller: "stagehand".into(),
@@ -211,6 +212,7 @@ pub async fn run(
         metrics,
         steering,
         runs: RunsView::new(run_store.clone(), run_resource.clone(), wake),
+        tenancy,
     });
     migrate_own_crds(&client, &context.recorder).await;
     // Both kinds are watched as untyped objects and decoded one by one in the reconciler, so

@@ -97,13 +97,39 @@ pub fn declared_problems(
     problems
 }
 
-/// The problem of a secret file whose Secret the operator may not read (403 Forbidden): the
-/// Secret, its namespace and the RBAC rule to add. The API server's answer names the identity
-/// it refused; it never holds a value (the Secret was not read).
-pub fn forbidden(file: &SecretFile, namespace: &str, answer: &str, readers: &str) -> String {
+/// The problem of a secret file whose Secret the run may not read (403 Forbidden): the
+/// Secret, its namespace, who was refused (the operator, or the ServiceAccount the run
+/// impersonates, `identity`) and the RBAC rule to add. The API server's answer names the
+/// identity it refused; it never holds a value (the Secret was not read).
+pub fn forbidden(
+    file: &SecretFile,
+    namespace: &str,
+    identity: Option<&str>,
+    answer: &str,
+    readers: &str,
+) -> String {
     let secret = &file.secret.name;
+    let (who, fix) = match identity {
+        // The operator itself may not impersonate: its own rule is missing.
+        Some(user) if answer.contains("cannot impersonate") => (
+            format!("the operator may not impersonate {user}, so the run may not read"),
+            "grant the operator impersonate on serviceaccounts in this namespace (the chart does: tenancy.impersonate)".to_string(),
+        ),
+        Some(user) => (
+            format!("{user} (the run's ServiceAccount) may not read"),
+            format!(
+                "grant that ServiceAccount get on secrets, resourceNames [{secret}], in a Role of namespace {namespace} bound to it"
+            ),
+        ),
+        None => (
+            "the operator may not read".to_string(),
+            format!(
+                "add {secret} to rbac.secretNames in the chart values (Role rule: secrets get resourceNames)"
+            ),
+        ),
+    };
     format!(
-        "secret file {:?}: the operator may not read Secret {namespace}/{secret} (403 Forbidden: {answer}; {readers}): add {secret} to rbac.secretNames in the chart values (Role rule: secrets get resourceNames)",
+        "secret file {:?}: {who} Secret {namespace}/{secret} (403 Forbidden: {answer}; {readers}): {fix}",
         file.name
     )
 }
@@ -115,6 +141,7 @@ pub fn forbidden(file: &SecretFile, namespace: &str, answer: &str, readers: &str
 /// file and the Secret, never a value.
 pub async fn load_secrets(
     client: &Client,
+    identity: Option<&str>,
     namespace: &str,
     files: &[SecretFile],
     needed: &BTreeMap<String, Vec<String>>,
@@ -135,7 +162,7 @@ pub async fn load_secrets(
         let secret = match api.get_opt(&file.secret.name).await {
             Ok(s) => s,
             Err(kube::Error::Api(e)) if e.code == 403 => {
-                problems.push(forbidden(file, namespace, &e.message, &readers));
+                problems.push(forbidden(file, namespace, identity, &e.message, &readers));
                 continue;
             }
             Err(e) => {
@@ -206,8 +233,9 @@ pub fn message(problems: &[String]) -> String {
     )
 }
 
-/// The preflight step: builds the actions' context (the secrets they read) and, on the first
-/// pass, proves everything before the first change; on resume, the secrets are loaded again.
+/// The preflight step: builds the actions' context (the secrets they read, and the client of
+/// the run's ServiceAccount, [`super::context::Tenancy`]) and, on the first pass, proves
+/// everything before the first change; on resume, the secrets are loaded again.
 pub(super) async fn step(
     r: &mut Reconcile,
     migration: &Migration,
@@ -219,9 +247,30 @@ pub(super) async fn step(
     let actions: Vec<&Prepared> = planned.prepared.iter().map(|(_, p)| p).collect();
     let needed = needed_files(&actions, store.map(|s| s.secret_key_file.as_str()));
     let first_pass = r.status.actions.iter().all(|a| a.start_time.is_none());
+    let namespace = r.run.namespace().unwrap_or_default();
+    // Every Kubernetes call of the preflight and the actions is the run's ServiceAccount's;
+    // the ledger, the status and the Events below stay the operator's.
+    let run_client = match r.context.tenancy.client(
+        &r.context.client,
+        &namespace,
+        migration.spec.service_account_name.as_deref(),
+    ) {
+        Ok(c) => c,
+        Err(e) => {
+            let message = message(&[e.to_string()]);
+            return if first_pass {
+                r.stop(Phase::PreflightFailed(message)).await
+            } else {
+                r.stop(Phase::Failed(message)).await
+            };
+        }
+    };
+    if first_pass && let Some(identity) = &run_client.identity {
+        info!(%identity, "the run's Kubernetes calls impersonate its ServiceAccount");
+    }
     let mut ctx = ActionContext {
-        client: r.context.client.clone(),
-        namespace: r.run.namespace().unwrap_or_default(),
+        client: run_client.client.clone(),
+        namespace,
         secrets: Secrets::default(),
         object_store: store.cloned(),
         run: RunIdentity {
@@ -254,8 +303,14 @@ pub(super) async fn step(
         if first_pass {
             problems.extend(declared_problems(&actions, files, store.is_some(), &needed));
         }
-        let (secrets, missing) =
-            load_secrets(&r.context.client, &ctx.namespace, files, &needed).await;
+        let (secrets, missing) = load_secrets(
+            &run_client.client,
+            run_client.identity.as_deref(),
+            &ctx.namespace,
+            files,
+            &needed,
+        )
+        .await;
         ctx.secrets = secrets;
         problems.extend(missing);
         if first_pass {
@@ -358,12 +413,48 @@ mod tests {
         let message = forbidden(
             &file("redis-password"),
             "opendesk",
+            None,
             "secrets \"redis-password-secret\" is forbidden",
             "action 0 flush_intercom_sessions read(s) it",
         );
         assert_eq!(
             message,
             "secret file \"redis-password\": the operator may not read Secret opendesk/redis-password-secret (403 Forbidden: secrets \"redis-password-secret\" is forbidden; action 0 flush_intercom_sessions read(s) it): add redis-password-secret to rbac.secretNames in the chart values (Role rule: secrets get resourceNames)"
+        );
+    }
+
+    #[test]
+    fn a_secret_the_run_s_service_account_may_not_read_names_it_and_the_role_to_add() {
+        let tenant = "system:serviceaccount:opendesk:tenant";
+        let message = forbidden(
+            &file("redis-password"),
+            "opendesk",
+            Some(tenant),
+            "secrets \"redis-password-secret\" is forbidden: User \"system:serviceaccount:opendesk:tenant\" cannot get resource \"secrets\"",
+            "action 0 flush_intercom_sessions read(s) it",
+        );
+        assert!(
+            message.starts_with("secret file \"redis-password\": system:serviceaccount:opendesk:tenant (the run's ServiceAccount) may not read Secret opendesk/redis-password-secret (403 Forbidden: "),
+            "{message}"
+        );
+        assert!(
+            message.ends_with("grant that ServiceAccount get on secrets, resourceNames [redis-password-secret], in a Role of namespace opendesk bound to it"),
+            "{message}"
+        );
+        let refused = forbidden(
+            &file("redis-password"),
+            "opendesk",
+            Some(tenant),
+            "users \"system:serviceaccount:opendesk:tenant\" is forbidden: User \"system:serviceaccount:stagehand:stagehand\" cannot impersonate resource \"users\"",
+            "it is not optional",
+        );
+        assert!(
+            refused.starts_with("secret file \"redis-password\": the operator may not impersonate system:serviceaccount:opendesk:tenant"),
+            "{refused}"
+        );
+        assert!(
+            refused.contains("impersonate on serviceaccounts"),
+            "{refused}"
         );
     }
 
