@@ -132,7 +132,8 @@ fn finish_schema(schema: &mut JSONSchemaProps) {
     }
 }
 
-/// The current CRDs: every served version of `Migration` and `MigrationRun`, storing `v1beta1`.
+/// The current CRDs: every served version of `Migration` and `MigrationRun`, storing `v1beta1`,
+/// annotated with their schema digest and this Stagehand's version ([`crate::digest::annotate`]).
 pub fn crds() -> Result<Vec<CustomResourceDefinition>, GenerateError> {
     let crds = vec![
         merged(
@@ -146,7 +147,11 @@ pub fn crds() -> Result<Vec<CustomResourceDefinition>, GenerateError> {
             STORAGE_VERSION,
         )?,
     ];
-    Ok(crds.into_iter().map(finish).collect())
+    Ok(crds
+        .into_iter()
+        .map(finish)
+        .map(crate::digest::annotate)
+        .collect())
 }
 
 /// The CRDs of Stagehand's first release: `v1alpha1` only, served and stored. Used to

@@ -7,6 +7,7 @@
 //! The versions use conversion strategy `None`, so `v1beta1` must stay a strict superset of
 //! `v1alpha1`: a field may be added (with a schema default), never renamed or removed.
 
+pub mod digest;
 pub mod generate;
 pub mod unversioned;
 // Several `printcolumn(...)` groups repeat `type_ = "string"`, which clippy mistakes for a

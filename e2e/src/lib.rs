@@ -34,8 +34,8 @@ pub use cluster::{
 };
 pub use ledger::{footprints, ledger};
 pub use process::{
-    OperatorProcess, bench_runtime, env_or, ok, run_with_stdin, stagehand, stagehand_bin,
-    stagehand_stdin, stderr, stdout, try_run_with_stdin,
+    OperatorProcess, bench_runtime, env_or, http_get, logged, ok, run_with_stdin, stagehand,
+    stagehand_bin, stagehand_stdin, stderr, stdout, try_run_with_stdin,
 };
 pub use scene::Scene;
 pub use secrets::{assert_no_secret_leak, create_secret, secret_args};

@@ -159,6 +159,36 @@ pub fn ok(what: &str, out: &Output) -> String {
     stdout(out)
 }
 
+/// `GET path` on `address` (an operator's probe or metrics server); the status code and body,
+/// or `None` if it cannot connect.
+pub fn http_get(address: &str, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).ok()?;
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let status = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Some((status, body))
+}
+
+/// The value of the log field `field` (e.g. `probe_address`) in an operator's JSON log.
+pub fn logged(logs: &str, field: &str) -> Option<String> {
+    logs.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find_map(|v| v["fields"][field].as_str().map(str::to_string))
+}
+
 /// The operator (`stagehand operator`) running as a child process for one test, watching one
 /// namespace; killed when dropped. Its log goes to a file whose text `logs()` returns; when the
 /// test fails, the log is appended to the dump file of its namespace ([`crate::scene`]).

@@ -4,41 +4,13 @@
 //! SIGTERM releases the Lease), and the idle memory of one operator.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::{
-    OperatorProcess, Scene, kubeconfig, kubectl, kubectl_stdin, ok, wait_for, wait_up_to,
+    OperatorProcess, Scene, http_get, kubeconfig, kubectl, kubectl_stdin, logged, ok, wait_for,
+    wait_up_to,
 };
-
-/// `GET path` on `address`; the status code and body, or `None` if it cannot connect.
-fn http_get(address: &str, path: &str) -> Option<(u16, String)> {
-    let mut stream = TcpStream::connect(address).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let status = response.split_whitespace().nth(1)?.parse().ok()?;
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    Some((status, body))
-}
-
-/// The value of the log field `field` (e.g. `probe_address`) in the operator's JSON log.
-fn logged(logs: &str, field: &str) -> Option<String> {
-    logs.lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find_map(|v| v["fields"][field].as_str().map(str::to_string))
-}
 
 /// A port that was free a moment ago.
 fn free_address() -> String {

@@ -28,9 +28,16 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// The helm binary, built by `e2e/cluster/build-helm` if needed (last line of its stdout).
+/// The helm v3 binary, built by `e2e/cluster/build-helm` if needed (last line of its stdout).
 fn helm_bin() -> PathBuf {
+    helm_bin_of("3")
+}
+
+/// The helm binary of major version `major` ("3" or "4"), built by `e2e/cluster/build-helm
+/// MAJOR` if needed.
+fn helm_bin_of(major: &str) -> PathBuf {
     let out = Command::new(root().join("e2e/cluster/build-helm"))
+        .arg(major)
         .output()
         .expect("running e2e/cluster/build-helm");
     let text = ok("e2e/cluster/build-helm", &out);
@@ -102,18 +109,141 @@ fn the_chart_lints_and_the_committed_manifests_are_its_rendering() {
 fn the_chart_s_crds_are_the_generated_ones() {
     let generated = ok("stagehand crds", &stagehand(&["crds"]));
     let chart =
-        std::fs::read_to_string(root().join("deploy/charts/stagehand/crds/stagehand-crds.yaml"))
+        std::fs::read_to_string(root().join("deploy/charts/stagehand/files/stagehand-crds.yaml"))
             .expect("reading the chart's CRDs");
     let committed = std::fs::read_to_string(root().join("deploy/crds/stagehand-crds.yaml"))
         .expect("reading deploy/crds/stagehand-crds.yaml");
     assert!(
         without_comments(&chart) == without_comments(&generated),
-        "deploy/charts/stagehand/crds/stagehand-crds.yaml differs from `stagehand crds`: regenerate it as its first lines say"
+        "deploy/charts/stagehand/files/stagehand-crds.yaml differs from `stagehand crds`: regenerate it as its first lines say"
     );
     assert!(
         committed == generated,
         "deploy/crds/stagehand-crds.yaml differs from `stagehand crds`"
     );
+}
+
+/// The CRDs are templates of the release (docs/deploy.md#crd-policy), with helm 3 and helm 4:
+/// by default both CRDs are rendered with their schema digest and `helm.sh/resource-policy:
+/// keep`; `crds.keep=false` drops only the keep annotation; `crds.install=false` renders no CRD.
+/// `crdPolicy` reaches the operator as `STAGEHAND_CRD_POLICY`; the ClusterRole `stagehand-crds`
+/// (`<release>-stagehand-crds`) grants `get` on the two CRDs by name, and `patch` only with
+/// `crdPolicy=apply`.
+#[test]
+fn the_crds_are_kept_templates_and_the_crd_policy_reaches_the_operator() {
+    let crds_of = |docs: &[Value]| -> Vec<Value> {
+        docs.iter()
+            .filter(|d| d["kind"] == "CustomResourceDefinition")
+            .cloned()
+            .collect()
+    };
+    let env_of = |docs: &[Value]| -> Value {
+        let deployment = named(docs, "Deployment", "stagehand").expect("the Deployment");
+        deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == "STAGEHAND_CRD_POLICY")
+            .map(|e| e["value"].clone())
+            .unwrap_or(Value::Null)
+    };
+    let crd_rule = |docs: &[Value]| -> Value {
+        let role =
+            named(docs, "ClusterRole", "stagehand-crds").expect("ClusterRole stagehand-crds");
+        assert!(named(docs, "ClusterRoleBinding", "stagehand-crds").is_some());
+        role["rules"][0].clone()
+    };
+    for major in ["3", "4"] {
+        let bin = helm_bin_of(major);
+        let render = |values: &[&str]| -> Vec<Value> {
+            let mut args = vec![
+                "template",
+                "stagehand",
+                "deploy/charts/stagehand",
+                "-n",
+                "stagehand-system",
+            ];
+            for v in values {
+                args.extend(["--set", v]);
+            }
+            let out = Command::new(&bin)
+                .current_dir(root())
+                .args(&args)
+                .output()
+                .expect("running helm");
+            let text = ok(&format!("helm {major} {}", args.join(" ")), &out);
+            serde_yaml::Deserializer::from_str(&text)
+                .map(|doc| serde::Deserialize::deserialize(doc).unwrap())
+                .filter(|v: &Value| !v.is_null())
+                .collect()
+        };
+        let default = render(&[]);
+        let crds = crds_of(&default);
+        let names: Vec<&str> = crds
+            .iter()
+            .map(|c| c["metadata"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            ["migrations.stagehand.dev", "migrationruns.stagehand.dev"],
+            "helm {major}"
+        );
+        for crd in &crds {
+            let annotations = &crd["metadata"]["annotations"];
+            assert_eq!(
+                annotations["helm.sh/resource-policy"], "keep",
+                "helm {major}"
+            );
+            assert!(
+                annotations["stagehand.dev/schema-digest"]
+                    .as_str()
+                    .is_some_and(|d| d.starts_with("sha256:")),
+                "helm {major}: {annotations}"
+            );
+            assert_eq!(
+                annotations["stagehand.dev/version"],
+                env!("CARGO_PKG_VERSION")
+            );
+        }
+        assert_eq!(env_of(&default), "check", "helm {major}");
+        assert_eq!(
+            crd_rule(&default),
+            serde_json::json!({
+                "apiGroups": ["apiextensions.k8s.io"],
+                "resources": ["customresourcedefinitions"],
+                "verbs": ["get"],
+                "resourceNames": ["migrations.stagehand.dev", "migrationruns.stagehand.dev"],
+            }),
+            "helm {major}"
+        );
+
+        let unkept = crds_of(&render(&["crds.keep=false"]));
+        assert_eq!(unkept.len(), 2, "helm {major}");
+        for crd in &unkept {
+            let annotations = &crd["metadata"]["annotations"];
+            assert!(
+                annotations.get("helm.sh/resource-policy").is_none()
+                    && annotations.get("stagehand.dev/schema-digest").is_some(),
+                "helm {major}: {annotations}"
+            );
+        }
+        assert!(
+            crds_of(&render(&["crds.install=false"])).is_empty(),
+            "helm {major}: crds.install=false renders no CRD"
+        );
+
+        let applying = render(&["crdPolicy=apply", "crds.install=false"]);
+        assert_eq!(env_of(&applying), "apply", "helm {major}");
+        assert_eq!(
+            crd_rule(&applying)["verbs"],
+            serde_json::json!(["get", "patch"]),
+            "helm {major}"
+        );
+        assert_eq!(
+            crd_rule(&applying)["resourceNames"],
+            serde_json::json!(["migrations.stagehand.dev", "migrationruns.stagehand.dev"])
+        );
+    }
 }
 
 /// Cluster-scoped objects of one test's release, deleted when dropped.
@@ -548,6 +678,7 @@ fn the_values_schema_refuses_an_unknown_key_naming_it() {
         ("serviceMonitor.enable=true", "/serviceMonitor", "enable"),
         ("networkPolicy.egress=x", "/networkPolicy", "egress"),
         ("resources.limit.memory=1Gi", "/resources", "limit"),
+        ("crds.installed=false", "/crds", "installed"),
     ] {
         let lint = helm_output(&["lint", "--strict", "deploy/charts/stagehand", "--set", set]);
         let template = helm_output(&["template", "x", "deploy/charts/stagehand", "--set", set]);
@@ -571,6 +702,18 @@ fn the_values_schema_refuses_an_unknown_key_naming_it() {
         !wrong_type.status.success() && stderr(&wrong_type).contains("/logFormat"),
         "{}",
         stderr(&wrong_type)
+    );
+    let wrong_policy = helm_output(&[
+        "template",
+        "x",
+        "deploy/charts/stagehand",
+        "--set",
+        "crdPolicy=force",
+    ]);
+    assert!(
+        !wrong_policy.status.success() && stderr(&wrong_policy).contains("/crdPolicy"),
+        "{}",
+        stderr(&wrong_policy)
     );
     helm(&["lint", "--strict", "deploy/charts/stagehand"]);
     for (i, block) in documented_values().iter().enumerate() {

@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
@@ -14,19 +15,37 @@ use tracing::{error, info, warn};
 use crate::metrics::{CONTENT_TYPE, Metrics};
 
 /// Whether the operator is ready: set once the controllers have started, or (with leader
-/// election) once the replica is a ready standby. Cheap to clone.
+/// election) once the replica is a ready standby; and why it is not, when something blocks it
+/// (stale CRDs, docs/deploy.md#crd-policy). Cheap to clone.
 #[derive(Clone, Debug, Default)]
-pub struct Readiness(Arc<AtomicBool>);
+pub struct Readiness {
+    ready: Arc<AtomicBool>,
+    blocked: Arc<Mutex<Option<String>>>,
+}
 
 impl Readiness {
     /// Marks the operator ready (or not).
     pub fn set(&self, ready: bool) {
-        self.0.store(ready, Ordering::Release);
+        self.ready.store(ready, Ordering::Release);
     }
 
     /// Whether it is ready.
     pub fn get(&self) -> bool {
-        self.0.load(Ordering::Acquire)
+        self.ready.load(Ordering::Acquire)
+    }
+
+    /// Records why the operator cannot become ready (`None`: nothing blocks it any more);
+    /// `/readyz` answers it.
+    pub fn block(&self, reason: Option<String>) {
+        *self.blocked.lock().unwrap_or_else(|e| e.into_inner()) = reason;
+    }
+
+    /// Why the operator cannot become ready, if something blocks it.
+    pub fn blocked(&self) -> Option<String> {
+        self.blocked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 }
 
@@ -38,19 +57,26 @@ pub async fn bind(address: &str) -> std::io::Result<(TcpListener, SocketAddr)> {
 }
 
 /// The probe routes: `/healthz` answers 200 while the process runs, `/readyz` 200 once ready
-/// and 503 before.
+/// and 503 before, with the reason when something blocks it.
 pub fn probe_router(readiness: Readiness) -> Router {
     Router::new()
-        .route("/healthz", get(|| async { (StatusCode::OK, "ok\n") }))
+        .route(
+            "/healthz",
+            get(|| async { (StatusCode::OK, "ok\n".to_string()) }),
+        )
         .route(
             "/readyz",
             get(move || {
                 let ready = readiness.get();
+                let blocked = readiness.blocked();
                 async move {
-                    if ready {
-                        (StatusCode::OK, "ok\n")
-                    } else {
-                        (StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
+                    match blocked {
+                        Some(reason) => (
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            format!("not ready: {reason}\n"),
+                        ),
+                        None if ready => (StatusCode::OK, "ok\n".to_string()),
+                        None => (StatusCode::SERVICE_UNAVAILABLE, "not ready\n".to_string()),
                     }
                 }
             }),

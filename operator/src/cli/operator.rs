@@ -14,6 +14,7 @@ use crate::leader::{
 };
 use crate::metrics::Metrics;
 use crate::run::context::{EngineControl, Steering, Tenancy};
+use crate::run::own_crds::{CrdPolicy, ensure_current_crds};
 use crate::serve::Readiness;
 
 /// Log formats of the operator.
@@ -97,6 +98,15 @@ pub struct OperatorArgs {
     /// docs/deploy.md#tenancy-and-the-threat-model).
     #[arg(long, env = "STAGEHAND_DEFAULT_SERVICE_ACCOUNT")]
     pub default_service_account: Option<String>,
+    /// What to do at start-up about installed CRDs of Stagehand's that do not hold this
+    /// operator's schema (docs/deploy.md#crd-policy): `check` refuses them (no controllers,
+    /// `/readyz` 503, re-checked periodically), `apply` applies this operator's CRDs first
+    /// (server-side, field manager `stagehand`), `ignore` only warns (UNSAFE).
+    #[arg(long, env = "STAGEHAND_CRD_POLICY", value_enum, default_value_t = CrdPolicy::Check)]
+    pub crd_policy: CrdPolicy,
+    /// Seconds between two checks of CRDs refused at start-up.
+    #[arg(long, env = "STAGEHAND_CRD_CHECK_INTERVAL_SECONDS", default_value_t = crate::run::own_crds::CRD_CHECK_INTERVAL_SECONDS, value_parser = clap::value_parser!(u64).range(1..))]
+    pub crd_check_interval_seconds: u64,
 }
 
 /// Runs the operator; returns the exit code.
@@ -181,6 +191,21 @@ async fn operate(args: OperatorArgs) -> u8 {
         on_signal.shut_down();
         let _ = stop_tx.send(true);
     });
+
+    // The CRDs first: on a stale one the controllers would write status fields the API server
+    // drops without an error. Until they are current, /readyz answers why not.
+    if !ensure_current_crds(
+        &client,
+        args.crd_policy,
+        Duration::from_secs(args.crd_check_interval_seconds),
+        &readiness,
+        stopping(stop.clone()),
+    )
+    .await
+    {
+        info!("asked to stop while the CRDs were refused");
+        return EXIT_OK;
+    }
 
     if !args.leader_elect {
         info!("leader election disabled");
