@@ -480,3 +480,47 @@ async fn the_preflight_wants_exactly_one_running_pod_with_the_tools() {
     let planned = within("plan", a.plan(&ctx)).await.unwrap_err();
     assert!(matches!(planned, ActionError::Conflict(_)), "{planned:?}");
 }
+
+/// A hash written again while the tools ran (UDM writes the NT hash on a password change while
+/// `password/samba/nthash` is not false): the tools say done, the dry runs afterwards still
+/// find it, and the action fails naming the object instead of reporting a clean directory.
+#[tokio::test]
+async fn a_hash_written_again_while_the_tools_ran_fails_the_action_naming_it() {
+    let slapd = Slapd::start_with(&SlapdOptions {
+        initial_ldif: ldif(&fixtures()),
+        ..SlapdOptions::default()
+    });
+    let scene = Scene::cluster_without_crds("udm-hashes-again").await;
+    let node = LocalExecNode::start();
+    udm_pod(&scene, &node, "ums-udm-rest-api-0", &["main"]);
+    running_pods(&scene.name, "udm-rest-api", 1).await;
+    let tools = tools_for(Some(&slapd));
+    let alice = dn("alice");
+    std::fs::write(tools.join("nthash-written-again"), &alice).unwrap();
+    let ctx = ctx(&scene);
+
+    let err = within("apply", action(config(&tools, 60)).apply(&ctx))
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, ActionError::Failed(_)), "{err:?}");
+    assert!(
+        text.contains(&format!(
+            "their dry runs still report 1 object in pod ums-udm-rest-api-0, container main, namespace {}: {alice} (sambaNTPassword)",
+            scene.name
+        )),
+        "{text}"
+    );
+    let after = read(&slapd);
+    assert!(
+        after["alice"].0,
+        "the hash written again is there: {after:?}"
+    );
+    assert!(
+        after
+            .iter()
+            .filter(|(uid, _)| *uid != "alice")
+            .all(|(_, (nt, _, _))| !nt),
+        "{after:?}"
+    );
+}

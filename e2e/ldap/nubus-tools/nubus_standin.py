@@ -8,6 +8,9 @@ Settings are files next to the tools (the tests copy this directory per test):
   fail-<tool>    the tool prints the file's text to stderr and exits 1 before doing anything
   hang-<tool>    the tool sleeps that many seconds before doing anything
   nthash-not-false  remove_sambantpassword warns as when UCR password/samba/nthash is not false
+  nthash-written-again  after removing the hashes (not in a dry run), remove_sambantpassword
+                 writes an NT hash again on the DN the file names, as UDM does when that user
+                 changes the password while the tool runs and password/samba/nthash is not false
 """
 
 import base64
