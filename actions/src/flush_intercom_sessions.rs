@@ -32,7 +32,7 @@ use stagehand_config::{ConfigIssue, Needs};
 use crate::action::ActionConfig;
 use crate::action::{Action, ActionContext, ActionError, Outcome, StopSignal};
 use crate::clients::redis::{Delete, PASSWORD_FILE, Redis, Session, SweepError};
-use crate::clients::tls::parse_ca_bundle;
+use crate::clients::tls::ca_bundle_issue;
 use crate::shared_config::needs_secrets;
 use crate::text::seconds;
 
@@ -94,12 +94,18 @@ impl ActionConfig for Config {
                     message: "a CA bundle is only used with TLS: set redis.tls to true or remove redis.caBundle".into(),
                 });
             }
-            if let Err(e) = parse_ca_bundle(bundle) {
+            if let Some(problem) = ca_bundle_issue(bundle) {
                 issues.push(ConfigIssue {
                     path: "redis.caBundle".into(),
-                    message: e.to_string(),
+                    message: problem,
                 });
             }
+        }
+        if redis.insecure_skip_tls_verify && !redis.tls {
+            issues.push(ConfigIssue {
+                path: "redis.insecureSkipTlsVerify".into(),
+                message: "insecureSkipTlsVerify is only used with TLS: set redis.tls to true or remove redis.insecureSkipTlsVerify".into(),
+            });
         }
         issues
     }
@@ -202,7 +208,12 @@ impl Action for Config {
 /// ([`Session::open_proven`]): what planning, apply and preflight start with.
 async fn open_proven(redis: &Redis, ctx: &ActionContext) -> Result<(Session, bool), ActionError> {
     refuse_unsafe_pattern(redis)?;
-    Session::open_proven(redis, ctx.secrets.get(PASSWORD_FILE)?.clone()).await
+    Session::open_proven(
+        redis,
+        ctx.secrets.get(PASSWORD_FILE)?.clone(),
+        &ctx.warnings,
+    )
+    .await
 }
 
 /// The pattern check of validation, repeated where it matters (a config that skipped
@@ -338,11 +349,20 @@ mod tests {
 
     #[test]
     fn ca_bundle_must_hold_certificates() {
-        assert!(parse_ca_bundle("not pem").is_err());
         let paths = issue_paths(serde_json::json!({
             "redis": {"caBundle": "nothing here", "tls": false}
         }));
         assert_eq!(paths, vec!["redis.caBundle", "redis.caBundle"]);
+        // A PEM file path (openDesk's trust mount) is read when the session opens.
+        let paths = issue_paths(serde_json::json!({
+            "redis": {"caBundle": "/etc/opendesk/trust/ca-certificates.crt", "tls": true,
+                      "insecureSkipTlsVerify": true}
+        }));
+        assert_eq!(paths, Vec::<String>::new());
+        let paths = issue_paths(serde_json::json!({
+            "redis": {"insecureSkipTlsVerify": true}
+        }));
+        assert_eq!(paths, vec!["redis.insecureSkipTlsVerify"]);
     }
 
     fn flushed(redeleted: u64, created: u64) -> Flushed {

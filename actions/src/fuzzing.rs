@@ -51,10 +51,17 @@ impl Parsers {
             "cn=admin",
             secret(),
             timeout,
+            &Default::default(),
         )
         .map_err(|e| ActionError::Failed(e.to_string()))?;
-        let ox = OxClient::new("http://ox.fuzz.invalid", "oxadminmaster", secret(), timeout)
-            .map_err(|e| ActionError::Failed(e.to_string()))?;
+        let ox = OxClient::new(
+            "http://ox.fuzz.invalid",
+            "oxadminmaster",
+            secret(),
+            timeout,
+            &Default::default(),
+        )
+        .map_err(|e| ActionError::Failed(e.to_string()))?;
         let provisioning = provisioning::Config {
             provisioning: provisioning::Provisioning::default(),
             subscriptions: vec!["ox-connector".to_string()],
@@ -66,6 +73,7 @@ impl Parsers {
             secret(),
             timeout,
             provisioning.provisioning.answer_limit(),
+            &Default::default(),
         )?;
         Ok(Self {
             udm,

@@ -7,11 +7,11 @@ use futures::future::BoxFuture;
 use reqwest::{Method, StatusCode};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use stagehand_config::Needs;
+use stagehand_config::{ConfigIssue, Needs};
 
 use crate::action::ActionConfig;
-use crate::action::{Action, ActionContext, ActionError, Outcome};
-use crate::clients::http::{AnswerLimit, HttpApi, MIB, Response};
+use crate::action::{Action, ActionContext, ActionError, Outcome, Warnings};
+use crate::clients::http::{AnswerLimit, HttpApi, HttpTls, MIB, Response};
 use crate::shared_config::needs_secrets;
 
 /// The `secretFiles` name of the Provisioning API admin's password.
@@ -54,6 +54,15 @@ pub struct Provisioning {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_response_bytes: Option<u64>,
+    /// CA certificates trusted for an `https://` URL besides the public web roots and the
+    /// system's store: a PEM file path (openDesk's `/etc/opendesk/trust/ca-certificates.crt`)
+    /// or the PEM text itself (starting with `-----BEGIN`); read when the client is built.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_bundle: Option<String>,
+    /// Do not verify the server's certificate: the run records a warning (log, Event,
+    /// `Warning:` line of the action's summary).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub insecure_skip_tls_verify: bool,
 }
 
 /// The most bytes read of one answer unless `provisioning.maxResponseBytes` says otherwise.
@@ -83,6 +92,17 @@ impl Provisioning {
             "provisioning.maxResponseBytes",
         )
     }
+
+    /// How the client checks the API's certificate (`provisioning.caBundle`,
+    /// `provisioning.insecureSkipTlsVerify`), recording a check turned off in `warnings`.
+    pub fn tls(&self, warnings: &Warnings) -> HttpTls {
+        HttpTls::new(
+            "provisioning",
+            self.ca_bundle.as_deref(),
+            self.insecure_skip_tls_verify,
+            warnings,
+        )
+    }
 }
 
 impl Default for Provisioning {
@@ -92,12 +112,20 @@ impl Default for Provisioning {
             username: Self::default_username(),
             request_timeout_seconds: Self::default_timeout(),
             max_response_bytes: None,
+            ca_bundle: None,
+            insecure_skip_tls_verify: false,
         }
     }
 }
 
 impl ActionConfig for Config {
     const ID: &'static str = "provisioning_drop_subscriptions";
+
+    fn semantic_issues(&self) -> Vec<ConfigIssue> {
+        self.provisioning
+            .tls(&Warnings::default())
+            .issues("provisioning", &self.provisioning.url)
+    }
 }
 
 impl Config {
@@ -109,6 +137,7 @@ impl Config {
             ctx.secrets.get(PASSWORD_FILE)?.clone(),
             Duration::from_secs(self.provisioning.request_timeout_seconds),
             self.provisioning.answer_limit(),
+            &self.provisioning.tls(&ctx.warnings),
         )
     }
 

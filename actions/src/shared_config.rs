@@ -9,7 +9,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use stagehand_config::{ConfigIssue, Needs};
 
-use crate::action::{ActionContext, ActionError};
+use crate::action::{ActionContext, ActionError, Warnings};
+use crate::clients::http::HttpTls;
 use crate::clients::ldap::Directory;
 use crate::clients::ldap::direct::{DirectDirectory, DirectSettings, LdapTls};
 use crate::clients::ldap::exec::{ExecDirectory, KubeExec, POD_LDAPI_URL};
@@ -49,6 +50,15 @@ pub struct Udm {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_response_bytes: Option<u64>,
+    /// CA certificates trusted for an `https://` URL besides the public web roots and the
+    /// system's store: a PEM file path (openDesk's `/etc/opendesk/trust/ca-certificates.crt`)
+    /// or the PEM text itself (starting with `-----BEGIN`); read when the client is built.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_bundle: Option<String>,
+    /// Do not verify the server's certificate: the run records a warning (log, Event,
+    /// `Warning:` line of the action's summary).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub insecure_skip_tls_verify: bool,
 }
 
 impl Udm {
@@ -67,13 +77,26 @@ impl Udm {
     /// What is wrong with the section at `at`: a `url` the client would refuse
     /// ([`UdmClient::check_url`]).
     pub fn issues(&self, at: &str) -> Vec<ConfigIssue> {
-        match UdmClient::check_url(&self.url) {
+        let mut issues = match UdmClient::check_url(&self.url) {
             Ok(_) => Vec::new(),
             Err(e) => vec![ConfigIssue {
                 path: format!("{at}.url"),
                 message: e.to_string(),
             }],
-        }
+        };
+        issues.extend(self.tls(&Warnings::default()).issues(at, &self.url));
+        issues
+    }
+
+    /// How the client checks the API's certificate (`udm.caBundle`,
+    /// `udm.insecureSkipTlsVerify`), recording a check turned off in `warnings`.
+    pub fn tls(&self, warnings: &Warnings) -> HttpTls {
+        HttpTls::new(
+            "udm",
+            self.ca_bundle.as_deref(),
+            self.insecure_skip_tls_verify,
+            warnings,
+        )
     }
 
     /// The client of the API, with the password of `username` from [`UDM_PASSWORD_FILE`].
@@ -84,6 +107,7 @@ impl Udm {
             &self.username,
             password.clone(),
             Duration::from_secs(self.request_timeout_seconds.max(1)),
+            &self.tls(&ctx.warnings),
         )
         .map_err(ActionError::from)?;
         Ok(match self.max_response_bytes {
@@ -100,6 +124,8 @@ impl Default for Udm {
             username: Self::default_username(),
             request_timeout_seconds: Self::default_timeout(),
             max_response_bytes: None,
+            ca_bundle: None,
+            insecure_skip_tls_verify: false,
         }
     }
 }
@@ -212,6 +238,15 @@ pub struct OxSoap {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_response_bytes: Option<u64>,
+    /// CA certificates trusted for an `https://` URL besides the public web roots and the
+    /// system's store: a PEM file path (openDesk's `/etc/opendesk/trust/ca-certificates.crt`)
+    /// or the PEM text itself (starting with `-----BEGIN`); read when the client is built.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_bundle: Option<String>,
+    /// Do not verify the server's certificate: the run records a warning (log, Event,
+    /// `Warning:` line of the action's summary).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub insecure_skip_tls_verify: bool,
 }
 
 impl OxSoap {
@@ -232,6 +267,7 @@ impl OxSoap {
             &self.username,
             password.clone(),
             Duration::from_secs(self.request_timeout_seconds.max(1)),
+            &self.tls(&ctx.warnings),
         )
         .map_err(ActionError::from)?;
         Ok(match self.max_response_bytes {
@@ -240,11 +276,33 @@ impl OxSoap {
         })
     }
 
-    /// What is wrong with the section at `at`: see [`soap_url_issues`].
+    /// How the client checks the API's certificate (`oxAppSuite.caBundle`,
+    /// `oxAppSuite.insecureSkipTlsVerify`), recording a check turned off in `warnings`.
+    pub fn tls(&self, warnings: &Warnings) -> HttpTls {
+        HttpTls::new(
+            "oxAppSuite",
+            self.ca_bundle.as_deref(),
+            self.insecure_skip_tls_verify,
+            warnings,
+        )
+    }
+
+    /// What is wrong with the section at `at`: see [`soap_url_issues`], and TLS keys that
+    /// cannot be used with its URL ([`HttpTls::issues`]; left out, the URL is `http://`).
     pub fn issues(&self, at: &str) -> Vec<ConfigIssue> {
-        soap_url_issues(at, self.soap_url.as_deref())
+        let mut issues = soap_url_issues(at, self.soap_url.as_deref());
+        let url = self
+            .soap_url
+            .as_deref()
+            .unwrap_or(DEFAULT_SOAP_URL_IN_MESSAGES);
+        issues.extend(self.tls(&Warnings::default()).issues(at, url));
+        issues
     }
 }
+
+/// The default `soapUrl`, as messages name it.
+const DEFAULT_SOAP_URL_IN_MESSAGES: &str =
+    "http://open-xchange-core-mw-admin.<namespace>.svc.cluster.local";
 
 /// What is wrong with a `soapUrl` of the section at `at`: a URL the OX client would refuse
 /// ([`OxClient::check_url`]); none when it is left out (the namespace's default).
@@ -265,6 +323,8 @@ impl Default for OxSoap {
             username: Self::default_username(),
             request_timeout_seconds: Self::default_timeout(),
             max_response_bytes: None,
+            ca_bundle: None,
+            insecure_skip_tls_verify: false,
         }
     }
 }

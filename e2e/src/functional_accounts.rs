@@ -782,6 +782,7 @@ impl World {
             OX_MASTER,
             SecretValue::new(OX_PASSWORD),
             Duration::from_secs(10),
+            &Default::default(),
         ) {
             Ok(c) => c,
             Err(e) => panic!("{e}"),

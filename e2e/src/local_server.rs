@@ -179,6 +179,46 @@ pub fn generate_server_cert(dir: &Path) {
     );
 }
 
+/// A CA made for one test and a certificate for `127.0.0.1` and `localhost` it issued
+/// ([`generate_ca`], [`generate_server_cert`]), in a temporary directory removed on drop: what
+/// a test serves TLS with (the simulators' `SimServer::start_tls`) and the `caBundle` file a
+/// client trusts it with.
+#[derive(Debug)]
+pub struct TestPki {
+    dir: PathBuf,
+}
+
+impl TestPki {
+    /// A new CA named `name` and its server certificate.
+    pub fn new(name: &str) -> Self {
+        let dir = temp_dir("stagehand-pki");
+        generate_ca(&dir, name);
+        generate_server_cert(&dir);
+        TestPki { dir }
+    }
+
+    /// The CA's PEM file (what a `caBundle` names).
+    pub fn ca_file(&self) -> PathBuf {
+        self.dir.join("ca.crt")
+    }
+
+    /// The server's certificate (PEM).
+    pub fn cert_pem(&self) -> String {
+        read(&self.dir.join("server.crt"))
+    }
+
+    /// The server's private key (PEM).
+    pub fn key_pem(&self) -> String {
+        read(&self.dir.join("server.key"))
+    }
+}
+
+impl Drop for TestPki {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 /// The PEM of a CA that signed nothing any test server uses (for "untrusted" tests).
 pub fn unrelated_ca_pem() -> String {
     let dir = temp_dir("stagehand-unrelated-ca");

@@ -32,6 +32,7 @@ async fn udm_refuses_an_answer_over_its_limit() {
         "cn=admin",
         SecretValue::new("pw"),
         Duration::from_secs(30),
+        &Default::default(),
     )
     .unwrap();
     // Within the default: the root reads.
@@ -71,6 +72,7 @@ async fn ox_refuses_an_answer_over_its_limit() {
         "admin",
         SecretValue::new("pw"),
         Duration::from_secs(30),
+        &Default::default(),
     )
     .unwrap();
     assert_eq!(client.list_contexts().await.unwrap().len(), 1);
@@ -104,7 +106,7 @@ async fn synapse_refuses_an_answer_over_its_limit() {
         .unwrap();
     sim.faults().add(FaultRule::any().oversized(GIB, false));
     let base = sim.base_url();
-    let api = SynapseAdmin::new(&base, Duration::from_secs(30)).unwrap();
+    let api = SynapseAdmin::new(&base, Duration::from_secs(30), &Default::default()).unwrap();
     let e = api.nonce().await.unwrap_err();
     assert!(matches!(e, ActionError::InvalidAnswer(_)), "{e:?}");
     let text = e.to_string();

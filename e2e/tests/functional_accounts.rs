@@ -470,6 +470,7 @@ async fn mailboxes_that_come_back_fail_the_read_back_and_a_rerun_still_reports_t
         "admin",
         stagehand_actions::action::SecretValue::new("ox-master-secret-pw"),
         Duration::from_secs(5),
+        &Default::default(),
     )
     .unwrap();
     for (spec, _, _) in &seeded.accounts {

@@ -31,7 +31,13 @@ fn settings(minio: &Minio) -> ObjectStore {
 }
 
 fn store(settings: &ObjectStore, secret: &str) -> HandoverStore {
-    HandoverStore::connect(settings, &SecretValue::new(secret), TIMEOUT).unwrap()
+    HandoverStore::connect(
+        settings,
+        &SecretValue::new(secret),
+        TIMEOUT,
+        &Default::default(),
+    )
+    .unwrap()
 }
 
 /// Asserts that an error message carries no credential material.
@@ -87,8 +93,11 @@ async fn probe_then_durable_write_and_read_with_the_dedicated_identity() {
         "objectstore-migrations-secret-key".to_string(),
         SecretValue::new(format!("{}\n", minio.secret_key())),
     )]);
-    let store = HandoverStore::connect_with_secrets(&s, &secrets, TIMEOUT).unwrap();
-    let e = HandoverStore::connect_with_secrets(&s, &Secrets::default(), TIMEOUT).unwrap_err();
+    let store =
+        HandoverStore::connect_with_secrets(&s, &secrets, TIMEOUT, &Default::default()).unwrap();
+    let e =
+        HandoverStore::connect_with_secrets(&s, &Secrets::default(), TIMEOUT, &Default::default())
+            .unwrap_err();
     assert!(
         e.to_string()
             .contains("\"objectstore-migrations-secret-key\" is not available"),
@@ -337,6 +346,39 @@ async fn tls_is_verified_against_the_configured_ca() {
             .as_deref(),
         Some(&b"over TLS"[..])
     );
+
+    // The bundle as a PEM file path, as openDesk mounts its trust bundle.
+    let file = minio.dir().join("trust-ca-certificates.crt");
+    std::fs::write(&file, &ca).unwrap();
+    let from_file = ObjectStore {
+        ca_bundle: Some(file.to_string_lossy().into_owned()),
+        ..settings(&minio)
+    };
+    assert_eq!(
+        store(&from_file, minio.secret_key())
+            .read(KEY)
+            .await
+            .unwrap()
+            .as_deref(),
+        Some(&b"over TLS"[..])
+    );
+    // A path that is not there is named before anything is sent.
+    let absent = ObjectStore {
+        ca_bundle: Some(format!("{}.absent", file.display())),
+        ..settings(&minio)
+    };
+    let e = HandoverStore::connect(
+        &absent,
+        &SecretValue::new(minio.secret_key()),
+        TIMEOUT,
+        &Default::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("objectStore.caBundle") && e.contains(".absent") && e.contains("no such file"),
+        "{e}"
+    );
 }
 
 #[tokio::test]
@@ -355,8 +397,8 @@ async fn tls_with_an_unknown_ca_fails_unless_verification_is_skipped() {
         assert!(matches!(e, HandoverError::Unreachable { .. }), "{e:?}");
         let msg = e.to_string();
         assert!(
-            msg.contains("certificate")
-                && msg.contains("objectStore.caBundle")
+            msg.contains("untrusted issuer")
+                && msg.contains("add that CA to objectStore.caBundle")
                 && msg.contains(&minio.endpoint()),
             "{msg}"
         );
@@ -369,7 +411,25 @@ async fn tls_with_an_unknown_ca_fails_unless_verification_is_skipped() {
         insecure_skip_tls_verify: Some(true),
         ..settings(&minio)
     };
-    store(&insecure, minio.secret_key()).probe().await.unwrap();
+    let warnings = stagehand_actions::action::Warnings::default();
+    HandoverStore::connect(
+        &insecure,
+        &SecretValue::new(minio.secret_key()),
+        TIMEOUT,
+        &warnings,
+    )
+    .unwrap()
+    .probe()
+    .await
+    .unwrap();
+    // Skipping the check is recorded once, as the run's warning (Event, summary line).
+    let list = warnings.list();
+    assert_eq!(list.len(), 1, "{list:?}");
+    assert!(
+        list[0].starts_with("objectStore.insecureSkipTlsVerify is set"),
+        "{list:?}"
+    );
+    assert!(list[0].contains(&minio.endpoint()), "{list:?}");
 
     // A CA bundle with a plain-HTTP endpoint is a settings mistake.
     let plain = ObjectStore {
@@ -377,8 +437,13 @@ async fn tls_with_an_unknown_ca_fails_unless_verification_is_skipped() {
         ca_bundle: minio.ca_pem(),
         ..settings(&minio)
     };
-    let e =
-        HandoverStore::connect(&plain, &SecretValue::new(minio.secret_key()), TIMEOUT).unwrap_err();
+    let e = HandoverStore::connect(
+        &plain,
+        &SecretValue::new(minio.secret_key()),
+        TIMEOUT,
+        &Default::default(),
+    )
+    .unwrap_err();
     assert!(
         e.to_string()
             .contains("caBundle is only used with an https:// endpoint"),
@@ -481,7 +546,13 @@ async fn a_store_that_does_not_answer_times_out_within_the_timeout() {
         ..ObjectStore::default()
     };
     let timeout = Duration::from_secs(2);
-    let store = HandoverStore::connect(&s, &SecretValue::new("s3cr3t-value"), timeout).unwrap();
+    let store = HandoverStore::connect(
+        &s,
+        &SecretValue::new("s3cr3t-value"),
+        timeout,
+        &Default::default(),
+    )
+    .unwrap();
     let started = Instant::now();
     let e = store.probe().await.unwrap_err();
     eprintln!("error: {e}");

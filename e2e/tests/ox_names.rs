@@ -323,6 +323,7 @@ async fn the_context_admin_and_the_standard_group_are_held_out_by_id() {
         MASTER,
         SecretValue::new(MASTER_PW),
         std::time::Duration::from_secs(5),
+        &Default::default(),
     )
     .unwrap();
     client
@@ -577,6 +578,7 @@ async fn the_exec_transport_reads_the_iam_too() {
         MASTER,
         SecretValue::new(MASTER_PW),
         std::time::Duration::from_secs(5),
+        &Default::default(),
     )
     .unwrap();
     let planned = config.plan_on(&dir, &ox).await.unwrap().summary;
@@ -617,6 +619,7 @@ async fn the_client_reads_deletes_secondary_accounts_and_reports_failures() {
         MASTER,
         SecretValue::new(MASTER_PW),
         std::time::Duration::from_secs(5),
+        &Default::default(),
     )
     .unwrap();
 
@@ -682,6 +685,7 @@ async fn the_client_reads_deletes_secondary_accounts_and_reports_failures() {
         MASTER,
         SecretValue::new(MASTER_PW),
         std::time::Duration::from_secs(5),
+        &Default::default(),
     )
     .unwrap();
     let http = wrong_prefix.list_contexts().await.unwrap_err();
@@ -704,6 +708,7 @@ async fn the_client_reads_deletes_secondary_accounts_and_reports_failures() {
         MASTER,
         SecretValue::new(MASTER_PW),
         std::time::Duration::from_secs(1),
+        &Default::default(),
     )
     .unwrap();
     sim.faults().add(FaultRule::op("listAll").nth(1).hang());

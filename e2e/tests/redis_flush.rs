@@ -333,7 +333,8 @@ async fn tls_with_the_generated_ca_works_and_an_untrusted_certificate_fails() {
             .await,
     );
     assert!(err.contains("TLS"), "{err}");
-    assert!(err.contains("caBundle"), "{err}");
+    assert!(err.contains("untrusted issuer"), "{err}");
+    assert!(err.contains("add that CA to redis.caBundle"), "{err}");
     // Trusting another CA.
     let err = failure(
         action(config(
@@ -372,6 +373,37 @@ async fn tls_with_the_generated_ca_works_and_an_untrusted_certificate_fails() {
         .await,
     );
     assert!(planned.contains("1500 keys match"), "{planned}");
+
+    // The bundle as a PEM file path (openDesk's trust mount).
+    let file = redis.dir().join("ca.crt").to_string_lossy().into_owned();
+    let planned = summary(
+        action(config(&redis, json!({"tls": true, "caBundle": file})))
+            .plan(&ctx)
+            .await,
+    );
+    assert!(planned.contains("1500 keys match"), "{planned}");
+    assert!(ctx.warnings.list().is_empty());
+
+    // Nothing checked, not even the name: it connects and the run records one warning.
+    let skipping = offline_ctx(DEFAULT_PASSWORD);
+    let planned = summary(
+        action(json!({"redis": {
+            "host": "127.0.0.2", "port": redis.port(), "tls": true, "insecureSkipTlsVerify": true
+        }}))
+        .plan(&skipping)
+        .await,
+    );
+    assert!(planned.contains("1500 keys match"), "{planned}");
+    let warnings = skipping.warnings.list();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].starts_with("redis.insecureSkipTlsVerify is set"),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings[0].contains(&format!("127.0.0.2:{}", redis.port())),
+        "{warnings:?}"
+    );
 
     // With the server's CA.
     let flush = action(config(

@@ -285,6 +285,7 @@ fn sources<'a>(world: &World, dir: &'a dyn Directory, pod: &'a LocalLdapUtils) -
         directory: dir,
         db_password: SecretValue::new(world.pg.password()),
         marker: None,
+        warnings: Default::default(),
     }
 }
 
@@ -912,6 +913,7 @@ async fn reading_the_accounts_stays_linear_on_tables_never_analyzed() {
         directory: &dir,
         db_password: SecretValue::new(pg.password()),
         marker: None,
+        warnings: Default::default(),
     };
     let before = rows_read(&synapse, tables);
     let out = config.plan_with(&src, false, None).await.unwrap();

@@ -49,6 +49,7 @@ fn client(sim: &UdmSim) -> UdmClient {
         ADMIN,
         SecretValue::new(PW),
         Duration::from_secs(5),
+        &Default::default(),
     )
     .unwrap()
     .with_retries(3, Duration::from_millis(200))
@@ -75,6 +76,7 @@ async fn access_and_credentials() {
         ADMIN,
         SecretValue::new(PW),
         Duration::from_secs(5),
+        &Default::default(),
     )
     .unwrap()
     .check_access()
@@ -86,6 +88,7 @@ async fn access_and_credentials() {
         ADMIN,
         SecretValue::new("wrong-password"),
         Duration::from_secs(5),
+        &Default::default(),
     )
     .unwrap();
     let e = wrong.check_access().await.unwrap_err();
@@ -100,6 +103,7 @@ async fn access_and_credentials() {
         "helpdesk",
         SecretValue::new("helpdesk-pw"),
         Duration::from_secs(5),
+        &Default::default(),
     )
     .unwrap();
     let e = forbidden.search(FA, &Filter::all(), &[]).await.unwrap_err();
@@ -111,7 +115,8 @@ async fn access_and_credentials() {
             "not a url",
             ADMIN,
             SecretValue::new(PW),
-            Duration::from_secs(1)
+            Duration::from_secs(1),
+            &Default::default()
         ),
         Err(UdmError::InvalidUrl { .. })
     ));
@@ -120,6 +125,7 @@ async fn access_and_credentials() {
         ADMIN,
         SecretValue::new(PW),
         Duration::from_secs(2),
+        &Default::default(),
     )
     .unwrap();
     let e = refused.check_access().await.unwrap_err();
@@ -429,6 +435,7 @@ async fn a_hanging_server_times_out() {
         ADMIN,
         SecretValue::new(PW),
         Duration::from_millis(300),
+        &Default::default(),
     )
     .unwrap();
     sim.faults().add(FaultRule::any().hang());

@@ -1,6 +1,6 @@
 //! HTTP for every client that speaks it: [`client_builder`], the one place a
-//! `reqwest::Client` is configured (a timeout per request and per connect, TLS verified with
-//! rustls, Stagehand's user agent); [`read_capped`], the one place an answer's body is read
+//! `reqwest::Client` is configured (a timeout per request and per connect, TLS as
+//! [`crate::clients::tls`] sets it up for every client, Stagehand's user agent); [`read_capped`], the one place an answer's body is read
 //! (never more than the API's [`AnswerLimit`]); [`transport_failure`], the one reading of a
 //! request that got no answer; and [`HttpApi`], the REST helper with HTTP basic credentials
 //! whose errors name the request but never the credential (the Provisioning API, UDM).
@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use reqwest::{Method, StatusCode, Url};
 
-use crate::action::{ActionError, SecretValue};
+use crate::action::{ActionError, SecretValue, Warnings};
+use crate::clients::tls::{self, TlsError, Verify};
 
 /// One mebibyte, the unit the answer limits are sized in.
 pub const MIB: u64 = 1024 * 1024;
@@ -123,6 +124,8 @@ pub struct HttpApi {
     name: &'static str,
     /// The most bytes read of one answer.
     limit: AnswerLimit,
+    /// The config key of the API's section (`provisioning`), for a refused certificate.
+    tls_key: &'static str,
 }
 
 /// A response read whole: status and body.
@@ -136,7 +139,7 @@ pub struct Response {
 
 impl HttpApi {
     /// An API at `base` (its path is kept: segments are appended to it), reading at most
-    /// `limit` of each answer.
+    /// `limit` of each answer, checking the server's certificate as `tls` says.
     pub fn new(
         name: &'static str,
         base: &str,
@@ -144,9 +147,10 @@ impl HttpApi {
         password: SecretValue,
         timeout: Duration,
         limit: AnswerLimit,
+        tls: &HttpTls,
     ) -> Result<Self, ActionError> {
         let base = api_url(name, base)?;
-        let client = client_builder(timeout).build().map_err(|e| {
+        let client = client_builder(timeout, tls, &base)?.build().map_err(|e| {
             ActionError::Failed(format!("{name}: cannot build an HTTP client: {e}"))
         })?;
         Ok(Self {
@@ -156,6 +160,7 @@ impl HttpApi {
             password,
             name,
             limit,
+            tls_key: tls.key,
         })
     }
 
@@ -270,13 +275,13 @@ impl HttpApi {
         let response = request
             .send()
             .await
-            .map_err(|e| transport_error(&what, &e))?;
+            .map_err(|e| transport_error(&what, &e, self.tls_key))?;
         let status = response.status();
         let headers = response.headers().clone();
         let body = read_capped(response, self.limit, &what)
             .await
             .map_err(|e| match e {
-                ReadError::Transport(e) => transport_error(&what, &e),
+                ReadError::Transport(e) => transport_error(&what, &e, self.tls_key),
                 too_large => ActionError::InvalidAnswer(too_large.to_string()),
             })?;
         Ok(FullResponse {
@@ -317,19 +322,108 @@ pub fn user_agent() -> String {
     }
 }
 
+/// How an HTTP client checks its server's certificate (docs/deploy.md, "TLS"): the keys next
+/// to the API's URL in its config section, and the run's warnings, where a check turned off is
+/// recorded.
+#[derive(Debug, Clone, Default)]
+pub struct HttpTls {
+    /// The config key of the API's section, named in messages: `udm`, `oxAppSuite`,
+    /// `provisioning`, `synapse.connection`, `objectStore`.
+    pub key: &'static str,
+    /// CA certificates trusted besides the public web roots and the system's store: a PEM
+    /// file path or the PEM text itself ([`tls::load_ca_bundle`]).
+    pub ca_bundle: Option<String>,
+    /// Do not check the server's certificate (recorded as a warning of the run).
+    pub insecure_skip_tls_verify: bool,
+    /// Where a check turned off is recorded ([`tls::insecure_warning`]).
+    pub warnings: Warnings,
+}
+
+impl HttpTls {
+    /// The settings of the section at `key`: `caBundle`, `insecureSkipTlsVerify` and the
+    /// run's warnings.
+    pub fn new(
+        key: &'static str,
+        ca_bundle: Option<&str>,
+        insecure_skip_tls_verify: bool,
+        warnings: &Warnings,
+    ) -> Self {
+        Self {
+            key,
+            ca_bundle: ca_bundle.map(str::to_string),
+            insecure_skip_tls_verify,
+            warnings: warnings.clone(),
+        }
+    }
+
+    /// What is wrong with the TLS keys of the section at `at` whose URL is `url` (a URL that
+    /// does not parse is the URL check's to name): a `caBundle` that is neither PEM nor an
+    /// absolute path, and either key with an `http://` URL, which has no TLS to set up.
+    pub fn issues(&self, at: &str, url: &str) -> Vec<stagehand_config::ConfigIssue> {
+        let mut issues = Vec::new();
+        let plain = url
+            .trim()
+            .get(..7)
+            .is_some_and(|scheme| scheme.eq_ignore_ascii_case("http://"));
+        let mut issue = |key: &str, message: String| {
+            issues.push(stagehand_config::ConfigIssue {
+                path: format!("{at}.{key}"),
+                message,
+            });
+        };
+        let unused = |key: &str| {
+            format!(
+                "{key} is only used over TLS, and the URL {url} is http://: make it an https:// URL or leave {key} out"
+            )
+        };
+        if let Some(bundle) = &self.ca_bundle {
+            if plain {
+                issue("caBundle", unused("caBundle"));
+            } else if let Some(problem) = tls::ca_bundle_issue(bundle) {
+                issue("caBundle", problem);
+            }
+        }
+        if self.insecure_skip_tls_verify && plain {
+            issue("insecureSkipTlsVerify", unused("insecureSkipTlsVerify"));
+        }
+        issues
+    }
+}
+
 /// A `reqwest` client builder with what every client of the actions sets: `timeout` bounds each
-/// request and each connect, and requests carry Stagehand's user agent ([`user_agent`]).
-/// Callers add what their protocol needs (a CA bundle, no redirects) and build it.
-pub fn client_builder(timeout: Duration) -> reqwest::ClientBuilder {
-    reqwest::Client::builder()
+/// request and each connect, requests carry Stagehand's user agent ([`user_agent`]), and TLS
+/// is [`tls::client_config`]'s (the public web roots, the system's store and `tls.caBundle`,
+/// read now), so that every HTTP client trusts the same roots as LDAP, Redis and PostgreSQL.
+/// With `tls.insecureSkipTlsVerify` and an `https://` `server` nothing is checked and the
+/// warning is recorded in `tls.warnings`. Callers add what their protocol needs (no
+/// redirects) and build it.
+pub fn client_builder(
+    timeout: Duration,
+    tls: &HttpTls,
+    server: &Url,
+) -> Result<reqwest::ClientBuilder, TlsError> {
+    let https = server.scheme() == "https";
+    let skip = https && tls.insecure_skip_tls_verify;
+    let verify = if skip { Verify::Nothing } else { Verify::Full };
+    let bundle = tls.ca_bundle.as_deref().filter(|_| https);
+    let config = tls::client_config(tls.key, bundle, verify)?;
+    if skip {
+        tls.warnings.warn(tls::insecure_warning(
+            &format!("{}.insecureSkipTlsVerify", tls.key),
+            without_credentials(server).as_str(),
+        ));
+    }
+    Ok(reqwest::Client::builder()
+        .use_preconfigured_tls(config)
         .timeout(timeout)
         .connect_timeout(timeout)
-        .user_agent(user_agent())
+        .user_agent(user_agent()))
 }
 
 /// How a request that got no answer failed: `kind` is `timed out`, `could not connect` or
 /// `failed`; `cause` the innermost reason (reqwest's own message names the URL, never
-/// credentials), when there is one.
+/// credentials), when there is one, followed by what to do about a refused certificate
+/// ([`tls::certificate_hint`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TransportFailure {
     /// `timed out`, `could not connect` or `failed`.
@@ -338,8 +432,9 @@ pub struct TransportFailure {
     pub cause: Option<String>,
 }
 
-/// Reads a transport error of `reqwest` as a [`TransportFailure`].
-pub fn transport_failure(e: &reqwest::Error) -> TransportFailure {
+/// Reads a transport error of `reqwest` as a [`TransportFailure`]; `key` is the config key of
+/// the API's section (`udm`), named in what to do about a refused certificate.
+pub fn transport_failure(e: &reqwest::Error, key: &str) -> TransportFailure {
     let kind = if e.is_timeout() {
         "timed out"
     } else if e.is_connect() {
@@ -353,11 +448,15 @@ pub fn transport_failure(e: &reqwest::Error) -> TransportFailure {
         cause = Some(s.to_string());
         source = s.source();
     }
+    let cause = cause.map(|cause| match tls::certificate_hint(key, &cause) {
+        Some(hint) => format!("{cause}: {hint}"),
+        None => cause,
+    });
     TransportFailure { kind, cause }
 }
 
-fn transport_error(what: &str, e: &reqwest::Error) -> ActionError {
-    match transport_failure(e) {
+fn transport_error(what: &str, e: &reqwest::Error, key: &str) -> ActionError {
+    match transport_failure(e, key) {
         TransportFailure { kind, cause: None } => {
             ActionError::Unavailable(format!("{what}: {kind}"))
         }
@@ -384,6 +483,7 @@ mod tests {
                 bytes: 4 * MIB,
                 raise: "provisioning.maxResponseBytes",
             },
+            &HttpTls::default(),
         )
         .unwrap()
     }
@@ -418,6 +518,70 @@ mod tests {
         assert_eq!(
             other.to_string(),
             "the Provisioning API at http://provisioning.example/ answered 500 Internal Server Error while listing subscriptions: {\"detail\": \"m\"}"
+        );
+    }
+
+    #[test]
+    fn tls_keys_fit_the_url_and_a_skipped_check_warns_once() {
+        let tls = |bundle: Option<&str>, skip: bool| {
+            HttpTls::new("udm", bundle, skip, &Warnings::default())
+        };
+        let paths = |t: &HttpTls, url: &str| -> Vec<String> {
+            t.issues("udm", url).into_iter().map(|i| i.path).collect()
+        };
+        let file = "/etc/opendesk/trust/ca-certificates.crt";
+        assert!(paths(&tls(Some(file), true), "https://udm/univention/udm/").is_empty());
+        assert_eq!(
+            paths(&tls(Some(file), true), "HTTP://udm/univention/udm/"),
+            ["udm.caBundle", "udm.insecureSkipTlsVerify"]
+        );
+        assert_eq!(
+            paths(&tls(Some("ca.crt"), false), "https://udm/"),
+            ["udm.caBundle"]
+        );
+
+        let warnings = Warnings::default();
+        let skip = HttpTls::new("udm", Some("/absent/ca.crt"), true, &warnings);
+        let https = Url::parse("https://udm.example/univention/udm/").unwrap();
+        // No bundle is read when nothing is checked; the warning names key and server.
+        client_builder(Duration::from_secs(1), &skip, &https)
+            .unwrap()
+            .build()
+            .unwrap();
+        client_builder(Duration::from_secs(1), &skip, &https)
+            .unwrap()
+            .build()
+            .unwrap();
+        let list = warnings.list();
+        assert_eq!(list.len(), 1, "{list:?}");
+        assert!(
+            list[0].starts_with("udm.insecureSkipTlsVerify is set"),
+            "{list:?}"
+        );
+        assert!(
+            list[0].contains("https://udm.example/univention/udm/"),
+            "{list:?}"
+        );
+        // Over http:// nothing is verified or skipped.
+        let plain = HttpTls::new("udm", None, true, &Warnings::default());
+        client_builder(
+            Duration::from_secs(1),
+            &plain,
+            &Url::parse("http://u/").unwrap(),
+        )
+        .unwrap()
+        .build()
+        .unwrap();
+        assert!(plain.warnings.list().is_empty());
+
+        let missing = HttpTls::new("udm", Some("/absent/ca.crt"), false, &Warnings::default());
+        let e = client_builder(Duration::from_secs(1), &missing, &https)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.starts_with("udm.caBundle") && e.contains("/absent/ca.crt"),
+            "{e}"
         );
     }
 
@@ -475,7 +639,9 @@ mod tests {
     };
 
     async fn get(port: u16) -> reqwest::Response {
-        client_builder(Duration::from_secs(5))
+        let url = Url::parse(&format!("http://127.0.0.1:{port}/v1/subscriptions")).unwrap();
+        client_builder(Duration::from_secs(5), &HttpTls::default(), &url)
+            .unwrap()
             .build()
             .unwrap()
             .get(format!("http://127.0.0.1:{port}/v1/subscriptions"))

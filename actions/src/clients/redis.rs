@@ -17,7 +17,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinSet;
 
-use crate::action::{ActionError, SecretValue, StopSignal};
+use crate::action::{ActionError, SecretValue, StopSignal, Warnings};
 use crate::clients::tls;
 
 /// The Redis server, as the Intercom Service's `cache.intercomService` block configures it.
@@ -44,6 +44,10 @@ pub struct Redis {
     /// no such key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_bundle: Option<String>,
+    /// With `tls`, do not verify the server's certificate: the run records a warning (log,
+    /// Event, `Warning:` line of the action's summary). Stagehand's addition.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub insecure_skip_tls_verify: bool,
     /// The database number.
     #[serde(default)]
     pub database: u32,
@@ -83,6 +87,7 @@ impl Default for Redis {
             username: Self::default_username(),
             tls: false,
             ca_bundle: None,
+            insecure_skip_tls_verify: false,
             database: 0,
             key_pattern: Self::default_key_pattern(),
             request_timeout_seconds: Self::default_timeout(),
@@ -293,10 +298,22 @@ fn probe_token() -> String {
 
 /// rustls (ring) with the trust anchors of [`tls::root_store`] (the public web roots, the
 /// system's store, `redis.caBundle` read now); the server name (host name or IP address) is
-/// verified. The error names `target` and what in the settings cannot be used.
-fn tls_config(target: &str, ca_bundle: Option<&str>) -> Result<TlsConfig, ActionError> {
-    let config = tls::client_config("redis", ca_bundle, tls::Verify::Full)
+/// verified, unless `redis.insecureSkipTlsVerify`, which is recorded in `warnings`. The error
+/// names `target` and what in the settings cannot be used.
+fn tls_config(target: &str, redis: &Redis, warnings: &Warnings) -> Result<TlsConfig, ActionError> {
+    let verify = if redis.insecure_skip_tls_verify {
+        tls::Verify::Nothing
+    } else {
+        tls::Verify::Full
+    };
+    let config = tls::client_config("redis", redis.ca_bundle.as_deref(), verify)
         .map_err(|e| ActionError::from(e).map_message(|m| format!("{target}: {m}")))?;
+    if redis.insecure_skip_tls_verify {
+        warnings.warn(tls::insecure_warning(
+            "redis.insecureSkipTlsVerify",
+            &format!("Redis {}:{}", redis.host, redis.port),
+        ));
+    }
     Ok(TlsConnector::from(config).into())
 }
 
@@ -323,7 +340,12 @@ impl std::fmt::Debug for Session {
 
 impl Session {
     /// Connects and authenticates (fails on a wrong credential, naming server and user).
-    pub async fn open(redis: &Redis, password: SecretValue) -> Result<Self, ActionError> {
+    /// With `redis.insecureSkipTlsVerify` the warning is recorded in `warnings`.
+    pub async fn open(
+        redis: &Redis,
+        password: SecretValue,
+        warnings: &Warnings,
+    ) -> Result<Self, ActionError> {
         let target = describe(redis);
         let database = u8::try_from(redis.database).map_err(|_| {
             ActionError::Config(format!(
@@ -332,7 +354,7 @@ impl Session {
             ))
         })?;
         let tls = if redis.tls {
-            Some(tls_config(&target, redis.ca_bundle.as_deref())?)
+            Some(tls_config(&target, redis, warnings)?)
         } else {
             None
         };
@@ -384,8 +406,9 @@ impl Session {
     pub async fn open_proven(
         redis: &Redis,
         password: SecretValue,
+        warnings: &Warnings,
     ) -> Result<(Self, bool), ActionError> {
-        let session = Self::open(redis, password).await?;
+        let session = Self::open(redis, password, warnings).await?;
         match session.probe_unlink(redis).await {
             Ok(probed) => Ok((session, probed)),
             Err(e) => {
@@ -937,9 +960,13 @@ mod tests {
 
     #[tokio::test]
     async fn a_server_nobody_runs_is_unavailable_a_wrong_password_refused() {
-        let down = Session::open(&at(free_port()), SecretValue::new("pw"))
-            .await
-            .unwrap_err();
+        let down = Session::open(
+            &at(free_port()),
+            SecretValue::new("pw"),
+            &Warnings::default(),
+        )
+        .await
+        .unwrap_err();
         assert!(matches!(down, ActionError::Unavailable(_)), "{down:?}");
         assert!(down.to_string().contains("cannot connect"), "{down}");
 
@@ -959,7 +986,13 @@ mod tests {
             .expect("redis-server runs");
         let mut refused = None;
         for _ in 0..50 {
-            match Session::open(&at(port), SecretValue::new("wrong-pw")).await {
+            match Session::open(
+                &at(port),
+                SecretValue::new("wrong-pw"),
+                &Warnings::default(),
+            )
+            .await
+            {
                 Err(ActionError::Unavailable(_)) => {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }

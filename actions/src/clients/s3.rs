@@ -12,9 +12,10 @@
 //! (`crate::functional_accounts::record`); this module knows only bytes.
 //!
 //! Requests are signed with `rust-s3` (AWS Signature V4, as query parameters) and sent with an
-//! HTTP client of this module, so that TLS follows the Migration's settings: verified against
-//! the public web roots plus the optional `caBundle`, and skipped only when
-//! `insecureSkipTlsVerify` is set. Every request is bounded by the timeout given to
+//! HTTP client of this module, so that TLS follows the Migration's settings as for every other
+//! client ([`client_builder`]): verified against the public web roots, the system's store and
+//! the optional `caBundle` (a PEM file path or the PEM text), and skipped only when
+//! `insecureSkipTlsVerify` is set, which the run records as a warning. Every request is bounded by the timeout given to
 //! [`HandoverStore::connect`]. Errors name the endpoint, the bucket, the key and the access key
 //! id, never the secret key or a signed URL.
 
@@ -27,9 +28,8 @@ use reqwest::{Method, StatusCode, Url};
 
 use stagehand_config::ObjectStore;
 
-use crate::action::{ActionContext, ActionError, SecretValue, Secrets};
-use crate::clients::http::{AnswerLimit, ReadError, client_builder, read_capped};
-use crate::clients::tls::parse_ca_bundle;
+use crate::action::{ActionContext, ActionError, SecretValue, Secrets, Warnings};
+use crate::clients::http::{AnswerLimit, HttpTls, ReadError, client_builder, read_capped};
 
 // ---------------------------------------------------------------------------------------------
 // Settings
@@ -252,11 +252,14 @@ impl HandoverStore {
     /// Prepares the client: checks the settings, builds the TLS configuration and the signer.
     /// Talks to nobody; [`probe`](Self::probe) does. `secret_key` is the value of the
     /// `secretFiles` entry the settings name (a trailing line break, as files often end with,
-    /// is dropped). `timeout` bounds every request.
+    /// is dropped). `timeout` bounds every request. TLS is the one story of every client
+    /// ([`client_builder`]: `objectStore.caBundle`, a PEM file path or the PEM text); with
+    /// `objectStore.insecureSkipTlsVerify` the warning is recorded in `warnings`.
     pub fn connect(
         settings: &ObjectStore,
         secret_key: &SecretValue,
         timeout: Duration,
+        warnings: &Warnings,
     ) -> Result<Self, HandoverError> {
         let endpoint = normalize_endpoint(&settings.endpoint)?;
         let bucket_name = settings.bucket.trim();
@@ -288,33 +291,26 @@ impl HandoverStore {
         }
 
         let https = endpoint.starts_with("https://");
-        let mut builder = client_builder(timeout).redirect(reqwest::redirect::Policy::none());
-        if let Some(pem) = settings
+        let ca_bundle = settings
             .ca_bundle
             .as_deref()
-            .filter(|p| !p.trim().is_empty())
-        {
-            if !https {
-                return Err(HandoverError::Settings(format!(
-                    "caBundle is only used with an https:// endpoint, and the endpoint is {endpoint}"
-                )));
-            }
-            for der in parse_ca_bundle(pem)
-                .map_err(|e| HandoverError::Settings(format!("caBundle {e}")))?
-            {
-                let cert = reqwest::Certificate::from_der(der.as_ref()).map_err(|e| {
-                    HandoverError::Settings(format!(
-                        "caBundle holds a certificate that cannot be used: {e}"
-                    ))
-                })?;
-                builder = builder.add_root_certificate(cert);
-            }
+            .filter(|p| !p.trim().is_empty());
+        if ca_bundle.is_some() && !https {
+            return Err(HandoverError::Settings(format!(
+                "caBundle is only used with an https:// endpoint, and the endpoint is {endpoint}"
+            )));
         }
-        if settings.insecure_skip_tls_verify() {
-            builder = builder
-                .danger_accept_invalid_certs(true)
-                .danger_accept_invalid_hostnames(true);
-        }
+        let server = Url::parse(&endpoint)
+            .map_err(|e| HandoverError::Settings(format!("endpoint {endpoint:?}: {e}")))?;
+        let tls = HttpTls::new(
+            "objectStore",
+            ca_bundle,
+            settings.insecure_skip_tls_verify(),
+            warnings,
+        );
+        let builder = client_builder(timeout, &tls, &server)
+            .map_err(|e| HandoverError::Settings(e.to_string()))?
+            .redirect(reqwest::redirect::Policy::none());
         let client = builder
             .build()
             .map_err(|e| HandoverError::Settings(format!("cannot build the HTTP client: {e}")))?;
@@ -349,9 +345,10 @@ impl HandoverStore {
         settings: &ObjectStore,
         secrets: &Secrets,
         timeout: Duration,
+        warnings: &Warnings,
     ) -> Result<Self, ActionError> {
         let secret = secrets.get(&settings.secret_key_file)?;
-        Ok(Self::connect(settings, secret, timeout)?)
+        Ok(Self::connect(settings, secret, timeout, warnings)?)
     }
 
     /// The handover store of a run: the Migration's `objectStore` with its secret key file.
@@ -363,7 +360,7 @@ impl HandoverStore {
                 "{action} hands the Functional Accounts over in the Migration's object store, and the Migration declares none: set spec.objectStore (endpoint, bucket, accessKeyId, secretKeyFile) to the deployment's migrations bucket"
             )));
         };
-        Self::connect_with_secrets(settings, &ctx.secrets, DEFAULT_TIMEOUT)
+        Self::connect_with_secrets(settings, &ctx.secrets, DEFAULT_TIMEOUT, &ctx.warnings)
     }
 
     /// The endpoint, as used (`scheme://host[:port]`).
@@ -599,10 +596,13 @@ impl HandoverStore {
         }
         let chain = causes.join(": ");
         let lower = chain.to_ascii_lowercase();
-        let tls = lower.contains("certificate") || lower.contains("unknownissuer");
-        let cause = if tls {
+        let hint = crate::clients::tls::certificate_hint("objectStore", &chain);
+        let tls = hint.is_some() || lower.contains("certificate");
+        let cause = if let Some(hint) = hint {
+            format!("{chain} ({hint})")
+        } else if tls {
             format!(
-                "{chain} (the store's TLS certificate is not trusted: add the CA that issued it as objectStore.caBundle)"
+                "{chain} (the store's TLS certificate was refused: it must be valid for the endpoint's host name and issued by a CA in the public web roots, the system's store or objectStore.caBundle)"
             )
         } else if lower.contains("connection refused") {
             format!("{chain} (is the store running and listening at that address?)")
@@ -805,14 +805,22 @@ mod tests {
             ..ObjectStore::default()
         };
         let secret = SecretValue::new("TOP-SECRET-VALUE\n");
-        let e = HandoverStore::connect(&settings, &secret, Duration::from_secs(5)).unwrap_err();
+        let e = HandoverStore::connect(
+            &settings,
+            &secret,
+            Duration::from_secs(5),
+            &Warnings::default(),
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("caBundle"), "{e}");
         assert!(!format!("{e} {e:?}").contains("TOP-SECRET"));
         let ok = ObjectStore {
             ca_bundle: None,
             ..settings
         };
-        let store = HandoverStore::connect(&ok, &secret, Duration::from_secs(5)).unwrap();
+        let store =
+            HandoverStore::connect(&ok, &secret, Duration::from_secs(5), &Warnings::default())
+                .unwrap();
         assert!(!format!("{store:?}").contains("TOP-SECRET"));
         assert_eq!(store.endpoint(), "https://s3.example.org");
     }
@@ -826,9 +834,13 @@ mod tests {
             secret_key_file: "objectstore-migrations-secret-key".into(),
             ..ObjectStore::default()
         };
-        let store =
-            HandoverStore::connect(&settings, &SecretValue::new("sk"), Duration::from_secs(5))
-                .unwrap();
+        let store = HandoverStore::connect(
+            &settings,
+            &SecretValue::new("sk"),
+            Duration::from_secs(5),
+            &Warnings::default(),
+        )
+        .unwrap();
         let answered = |status: u16, code: &str| {
             let body = format!("<Error><Code>{code}</Code><Message>m</Message></Error>");
             let answer = Answer {

@@ -13,7 +13,7 @@ use sha1::Sha1;
 
 use crate::action::{ActionError, SecretValue};
 use crate::clients::http::{
-    AnswerLimit, MIB, ReadError, api_url, body_text, client_builder, read_capped,
+    AnswerLimit, HttpTls, MIB, ReadError, api_url, body_text, client_builder, read_capped,
     transport_failure, without_credentials,
 };
 use crate::text::one_line;
@@ -75,6 +75,8 @@ pub struct SynapseAdmin {
     client: reqwest::Client,
     base: Url,
     limit: AnswerLimit,
+    /// The config key of the section (`synapse.connection`), for a refused certificate.
+    tls_key: &'static str,
 }
 
 /// What answered a request, read whole.
@@ -85,10 +87,10 @@ struct Answer {
 
 impl SynapseAdmin {
     /// The API at `base` (`http://opendesk-synapse.<ns>.svc.cluster.local:8008`), each request
-    /// bounded by `timeout`.
-    pub fn new(base: &str, timeout: Duration) -> Result<Self, ActionError> {
+    /// bounded by `timeout`, the server's certificate checked as `tls` says.
+    pub fn new(base: &str, timeout: Duration, tls: &HttpTls) -> Result<Self, ActionError> {
         let base = api_url("Synapse", base)?;
-        let client = client_builder(timeout)
+        let client = client_builder(timeout, tls, &base)?
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| {
@@ -97,6 +99,7 @@ impl SynapseAdmin {
         Ok(Self {
             client,
             base,
+            tls_key: tls.key,
             limit: AnswerLimit::configured(
                 None,
                 DEFAULT_MAX_RESPONSE_BYTES,
@@ -147,7 +150,7 @@ impl SynapseAdmin {
             request = request.json(body);
         }
         let unavailable = |e: &reqwest::Error| {
-            let f = transport_failure(e);
+            let f = transport_failure(e, self.tls_key);
             ActionError::Unavailable(match f.cause {
                 Some(cause) => format!("{what}: {}: {cause}", f.kind),
                 None => format!("{what}: {}", f.kind),
@@ -371,8 +374,12 @@ mod tests {
             .local_addr()
             .unwrap()
             .port();
-        let api =
-            SynapseAdmin::new(&format!("http://127.0.0.1:{port}"), Duration::from_secs(2)).unwrap();
+        let api = SynapseAdmin::new(
+            &format!("http://127.0.0.1:{port}"),
+            Duration::from_secs(2),
+            &HttpTls::default(),
+        )
+        .unwrap();
         let e = api.nonce().await.unwrap_err();
         assert!(matches!(e, ActionError::Unavailable(_)), "{e:?}");
         assert!(e.to_string().contains("/_synapse/admin/v1/register"), "{e}");

@@ -53,9 +53,7 @@ use crate::functional_accounts::record::{
     FunctionalAccount, LinkedGroup, LinkedUser, OxFunctionalAccounts, OxSecondaryAccount,
 };
 use crate::functional_accounts::{IN_FLIGHT, check_store_and_udm, handover_needs, short_list};
-use crate::shared_config::{
-    Handover, LdapBase, OX_PASSWORD_FILE, OxSoap, UDM_PASSWORD_FILE, Udm, soap_url_issues,
-};
+use crate::shared_config::{Handover, LdapBase, OX_PASSWORD_FILE, OxSoap, UDM_PASSWORD_FILE, Udm};
 use crate::text::{bytes, plural};
 
 /// The action's config.
@@ -105,6 +103,13 @@ pub struct OxContextSoap {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_response_bytes: Option<u64>,
+    /// CA certificates trusted for an `https://` URL besides the public web roots and the
+    /// system's store: a PEM file path or the PEM text itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_bundle: Option<String>,
+    /// Do not verify the server's certificate: the run records a warning.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub insecure_skip_tls_verify: bool,
 }
 
 impl OxContextSoap {
@@ -115,6 +120,8 @@ impl OxContextSoap {
             username: self.username.clone(),
             request_timeout_seconds: self.request_timeout_seconds,
             max_response_bytes: self.max_response_bytes,
+            ca_bundle: self.ca_bundle.clone(),
+            insecure_skip_tls_verify: self.insecure_skip_tls_verify,
         }
     }
 }
@@ -140,6 +147,8 @@ impl Default for OxContextSoap {
             username: soap.username,
             request_timeout_seconds: soap.request_timeout_seconds,
             max_response_bytes: soap.max_response_bytes,
+            ca_bundle: soap.ca_bundle,
+            insecure_skip_tls_verify: soap.insecure_skip_tls_verify,
         }
     }
 }
@@ -148,7 +157,7 @@ impl ActionConfig for Config {
     const ID: &'static str = "ox_functional_accounts_export";
 
     fn semantic_issues(&self) -> Vec<ConfigIssue> {
-        let mut issues = soap_url_issues("oxAppSuite", self.ox_app_suite.soap_url.as_deref());
+        let mut issues = self.ox_app_suite.soap().issues("oxAppSuite");
         issues.extend(self.udm.issues("udm"));
         issues
     }
@@ -1339,6 +1348,7 @@ mod tests {
                 "cn=admin",
                 crate::action::SecretValue::new("pw"),
                 timeout,
+                &Default::default(),
             )
             .unwrap(),
             ox: OxClient::new(
@@ -1346,9 +1356,11 @@ mod tests {
                 "admin",
                 crate::action::SecretValue::new("pw"),
                 timeout,
+                &Default::default(),
             )
             .unwrap(),
-            store: HandoverStore::connect(&settings, &secret, timeout).unwrap(),
+            store: HandoverStore::connect(&settings, &secret, timeout, &Default::default())
+                .unwrap(),
             run: RunIdentity::default(),
             stop,
         }

@@ -850,6 +850,7 @@ mod tests {
             "a",
             SecretValue::new(""),
             Duration::from_secs(1),
+            &Default::default(),
         )
         .unwrap();
         let mut properties = Map::new();

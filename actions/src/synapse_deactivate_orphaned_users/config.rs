@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 use stagehand_config::ConfigIssue;
 
 use crate::action::ActionConfig;
-use crate::clients::http::api_url;
+use crate::action::Warnings;
+use crate::clients::http::{HttpTls, api_url};
 use crate::clients::ldap::exec::POD_LDAPI_URL;
 use crate::clients::postgres::{PgSettings, SslMode};
 use crate::clients::tls::ca_bundle_issue;
@@ -46,6 +47,14 @@ impl ActionConfig for Config {
         };
         if let Err(e) = api_url("Synapse", &self.synapse.connection.url) {
             issue("synapse.connection.url", e.to_string());
+        }
+        for tls in self
+            .synapse
+            .connection
+            .tls(&Warnings::default())
+            .issues("synapse.connection", &self.synapse.connection.url)
+        {
+            issue(&tls.path, tls.message);
         }
         let percent = self.safety.max_orphan_percent;
         if !(0.0..=100.0).contains(&percent) || percent.is_nan() {
@@ -218,6 +227,29 @@ pub struct Connection {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_response_bytes: Option<u64>,
+    /// CA certificates trusted for an `https://` URL besides the public web roots and the
+    /// system's store: a PEM file path (openDesk's `/etc/opendesk/trust/ca-certificates.crt`)
+    /// or the PEM text itself (starting with `-----BEGIN`); read when the client is built.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_bundle: Option<String>,
+    /// Do not verify the server's certificate: the run records a warning (log, Event,
+    /// `Warning:` line of the action's summary).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub insecure_skip_tls_verify: bool,
+}
+
+impl Connection {
+    /// How the admin API's client checks its certificate (`synapse.connection.caBundle`,
+    /// `synapse.connection.insecureSkipTlsVerify`), recording a check turned off in
+    /// `warnings`.
+    pub fn tls(&self, warnings: &Warnings) -> HttpTls {
+        HttpTls::new(
+            "synapse.connection",
+            self.ca_bundle.as_deref(),
+            self.insecure_skip_tls_verify,
+            warnings,
+        )
+    }
 }
 
 impl Connection {
@@ -239,6 +271,8 @@ impl Default for Connection {
             request_timeout_seconds: Self::default_timeout(),
             concurrency: Self::default_concurrency(),
             max_response_bytes: None,
+            ca_bundle: None,
+            insecure_skip_tls_verify: false,
         }
     }
 }

@@ -38,7 +38,7 @@ use tracing::info;
 pub use config::{Config, DB_PASSWORD_FILE};
 
 use crate::action::{
-    Action, ActionContext, ActionError, Findings, Outcome, SecretValue, StopSignal,
+    Action, ActionContext, ActionError, Findings, Outcome, SecretValue, StopSignal, Warnings,
 };
 use crate::batch::run_bounded;
 use crate::clients::IDENTIFIER;
@@ -78,6 +78,8 @@ pub struct Sources<'a> {
     pub db_password: SecretValue,
     /// The value of `MATRIX_STACK_MSC3861` in `element-markers`.
     pub marker: Option<String>,
+    /// The run's warnings (`synapse.connection.insecureSkipTlsVerify`).
+    pub warnings: Warnings,
 }
 
 /// Everything proven before the first change.
@@ -141,10 +143,11 @@ pub fn reappeared_filter(subjects: &[&str]) -> String {
 }
 
 impl Config {
-    fn api(&self) -> Result<SynapseAdmin, ActionError> {
+    fn api(&self, warnings: &Warnings) -> Result<SynapseAdmin, ActionError> {
         let api = SynapseAdmin::new(
             &self.synapse.connection.url,
             Duration::from_secs(self.synapse.connection.request_timeout_seconds.max(1)),
+            &self.synapse.connection.tls(warnings),
         )?;
         Ok(match self.synapse.connection.max_response_bytes {
             Some(bytes) => api.with_max_response_bytes(bytes),
@@ -203,7 +206,7 @@ impl Config {
                 )));
             }
         };
-        let api = self.api()?;
+        let api = self.api(&src.warnings)?;
         api.nonce().await?;
         let db = SynapseDb::connect(self.synapse.postgres.settings(), &src.db_password).await?;
         let bases = self.bases(src.directory).await?;
@@ -590,6 +593,7 @@ impl Config {
             ldap: self.ldap_exec(ctx),
             password: ctx.secrets.get(DB_PASSWORD_FILE)?.clone(),
             marker: Self::marker(ctx).await?,
+            warnings: ctx.warnings.clone(),
         })
     }
 }
@@ -601,6 +605,7 @@ struct CtxParts {
     ldap: ExecDirectory<KubeExec>,
     password: SecretValue,
     marker: Option<String>,
+    warnings: Warnings,
 }
 
 impl CtxParts {
@@ -610,6 +615,7 @@ impl CtxParts {
             directory: &self.ldap,
             db_password: self.password.clone(),
             marker: self.marker.clone(),
+            warnings: self.warnings.clone(),
         }
     }
 }

@@ -2,7 +2,8 @@
 //! injection, a request log and the `/_sim/` control API.
 //!
 //! A simulator implements [`Protocol`] (how to answer a request, what its normal error body
-//! looks like, how to dump and seed its state) and is started with [`SimServer::start`].
+//! looks like, how to dump and seed its state) and is started with [`SimServer::start`], or
+//! over TLS with [`SimServer::start_tls`] and a certificate the test makes.
 //!
 //! # Fault injection
 //!
@@ -513,6 +514,8 @@ impl<P: Protocol> Shared<P> {
 pub struct SimServer<P: Protocol> {
     shared: Arc<Shared<P>>,
     addr: SocketAddr,
+    /// `http`, or `https` when started with [`SimServer::start_tls`].
+    scheme: &'static str,
     shutdown: watch::Sender<bool>,
     task: Option<JoinHandle<io::Result<()>>>,
 }
@@ -531,9 +534,31 @@ impl<P: Protocol> SimServer<P> {
         Self::start_on(protocol, SocketAddr::from(([127, 0, 0, 1], 0))).await
     }
 
+    /// Starts the simulator on a free port of 127.0.0.1, serving HTTPS with the certificate
+    /// chain `cert_pem` (the server's certificate first) and its private key `key_pem`; a
+    /// failed handshake (a client that does not trust the certificate) closes that connection.
+    pub async fn start_tls(protocol: P, cert_pem: &str, key_pem: &str) -> io::Result<Self> {
+        let acceptor = tls_acceptor(cert_pem, key_pem)?;
+        Self::serve(
+            protocol,
+            SocketAddr::from(([127, 0, 0, 1], 0)),
+            Some(acceptor),
+        )
+        .await
+    }
+
     /// Starts the simulator on `addr` (port 0 picks a free port).
     pub async fn start_on(protocol: P, addr: SocketAddr) -> io::Result<Self> {
+        Self::serve(protocol, addr, None).await
+    }
+
+    async fn serve(
+        protocol: P,
+        addr: SocketAddr,
+        tls: Option<tokio_rustls::TlsAcceptor>,
+    ) -> io::Result<Self> {
         let listener = TcpListener::bind(addr).await?;
+        let scheme = if tls.is_some() { "https" } else { "http" };
         let addr = listener.local_addr()?;
         let (shutdown, shutdown_rx) = watch::channel(false);
         let shared = Arc::new(Shared {
@@ -548,7 +573,7 @@ impl<P: Protocol> SimServer<P> {
         let mut stop = shutdown_rx;
         let task = tokio::spawn(async move {
             axum::serve(
-                KillableListener(listener),
+                KillableListener { listener, tls },
                 app.into_make_service_with_connect_info::<ConnKill>(),
             )
             .with_graceful_shutdown(async move {
@@ -559,6 +584,7 @@ impl<P: Protocol> SimServer<P> {
         Ok(SimServer {
             shared,
             addr,
+            scheme,
             shutdown,
             task: Some(task),
         })
@@ -569,9 +595,9 @@ impl<P: Protocol> SimServer<P> {
         self.addr
     }
 
-    /// `http://127.0.0.1:PORT` (no trailing slash).
+    /// `http://127.0.0.1:PORT` (`https://` over TLS; no trailing slash).
     pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("{}://{}", self.scheme, self.addr)
     }
 
     /// The simulator itself: its state, to seed and to inspect.
@@ -636,7 +662,14 @@ impl Connected<IncomingStream<'_, KillableListener>> for ConnKill {
     }
 }
 
-struct KillableListener(TcpListener);
+struct KillableListener {
+    listener: TcpListener,
+    /// Set, every connection is a TLS one.
+    tls: Option<tokio_rustls::TlsAcceptor>,
+}
+
+/// How long a client may take over its TLS handshake before its connection is dropped.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Listener for KillableListener {
     type Io = KillableIo;
@@ -644,9 +677,21 @@ impl Listener for KillableListener {
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
         loop {
-            match self.0.accept().await {
+            match self.listener.accept().await {
                 Ok((inner, addr)) => {
                     let _ = inner.set_nodelay(true);
+                    let inner = match &self.tls {
+                        None => Stream::Plain(inner),
+                        // A client that refuses the certificate ends its handshake at once.
+                        Some(acceptor) => {
+                            match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(inner))
+                                .await
+                            {
+                                Ok(Ok(tls)) => Stream::Tls(Box::new(tls)),
+                                _ => continue,
+                            }
+                        }
+                    };
                     return (
                         KillableIo {
                             inner,
@@ -662,12 +707,80 @@ impl Listener for KillableListener {
     }
 
     fn local_addr(&self) -> io::Result<Self::Addr> {
-        self.0.local_addr()
+        self.listener.local_addr()
+    }
+}
+
+/// The TLS side of a simulator: the certificate chain and key from PEM.
+fn tls_acceptor(cert_pem: &str, key_pem: &str) -> io::Result<tokio_rustls::TlsAcceptor> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let invalid = |what: &str, e: &dyn std::fmt::Display| {
+        io::Error::new(io::ErrorKind::InvalidInput, format!("{what}: {e}"))
+    };
+    let chain = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| invalid("the certificate chain", &e))?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes())
+        .map_err(|e| invalid("the private key", &e))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| invalid("TLS versions", &e))?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .map_err(|e| invalid("the certificate", &e))?;
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+}
+
+/// A connection, in plain text or TLS.
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
     }
 }
 
 struct KillableIo {
-    inner: TcpStream,
+    inner: Stream,
     killed: Arc<AtomicBool>,
 }
 

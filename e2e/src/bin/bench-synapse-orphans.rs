@@ -258,6 +258,7 @@ fn run() -> Result<(), String> {
         directory: &directory,
         db_password: SecretValue::new(pg.password().to_string()),
         marker: Some("legacy_auth".into()),
+        warnings: Default::default(),
     };
     let before = synapse.log().len();
     let dry = config(true)?;

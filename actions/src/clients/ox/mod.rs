@@ -17,8 +17,9 @@ use reqwest::Url;
 
 use crate::action::{ActionError, SecretValue};
 use crate::clients::http::{
-    AnswerLimit, MIB, ReadError, client_builder, read_capped, transport_failure,
+    AnswerLimit, HttpTls, MIB, ReadError, client_builder, read_capped, transport_failure,
 };
+use crate::clients::tls::TlsError;
 use crate::text::one_line;
 pub use soap::SoapFault;
 use soap::{Answer, Element, Param, ParseError};
@@ -128,6 +129,9 @@ pub enum OxError {
     /// The client cannot be built from its settings.
     #[error("OX App Suite SOAP API: {0}")]
     Config(String),
+    /// The client's TLS cannot be set up (`oxAppSuite.caBundle` missing or unreadable).
+    #[error("OX App Suite SOAP API: {0}")]
+    Tls(TlsError),
     /// A value cannot be put into a request.
     #[error("OX App Suite {call}: {source}")]
     Request {
@@ -220,9 +224,11 @@ impl From<OxError> for ActionError {
             OxError::Fault { fault, .. } if fault.is_not_found() => ActionError::NotFound(message),
             OxError::Http { status, .. } => ActionError::for_status(*status, message),
             OxError::Answer { .. } | OxError::TooLarge(_) => ActionError::InvalidAnswer(message),
-            OxError::Config(_) | OxError::Request { .. } | OxError::Fault { .. } => {
-                ActionError::Failed(message)
-            }
+            OxError::Tls(TlsError::Missing { .. }) => ActionError::NotFound(message),
+            OxError::Config(_)
+            | OxError::Tls(_)
+            | OxError::Request { .. }
+            | OxError::Fault { .. } => ActionError::Failed(message),
         }
     }
 }
@@ -235,20 +241,25 @@ pub struct OxClient {
     login: String,
     password: SecretValue,
     limit: AnswerLimit,
+    /// The config key of the section (`oxAppSuite`), for a refused certificate.
+    tls_key: &'static str,
 }
 
 impl OxClient {
     /// A client of the API at `soap_url` (`http://host[:port][/prefix]`; the services are at
     /// `<soap_url>/webservices/<Service>`, a trailing `/webservices` is accepted too) that
-    /// authenticates as `login`; every request times out after `timeout`.
+    /// authenticates as `login`; every request times out after `timeout`; the server's
+    /// certificate is checked as `tls` says.
     pub fn new(
         soap_url: &str,
         login: &str,
         password: SecretValue,
         timeout: Duration,
+        tls: &HttpTls,
     ) -> Result<Self, OxError> {
         let base = Self::check_url(soap_url)?;
-        let http = client_builder(timeout)
+        let http = client_builder(timeout, tls, &base)
+            .map_err(OxError::Tls)?
             .build()
             .map_err(|e| OxError::Config(format!("cannot build an HTTP client: {e}")))?;
         Ok(Self {
@@ -256,6 +267,7 @@ impl OxClient {
             base,
             login: login.to_string(),
             password,
+            tls_key: tls.key,
             limit: AnswerLimit::configured(
                 None,
                 DEFAULT_MAX_RESPONSE_BYTES,
@@ -349,13 +361,13 @@ impl OxClient {
             .body(body)
             .send()
             .await
-            .map_err(|e| transport_error(&call, &url, &e))?;
+            .map_err(|e| transport_error(&call, &url, &e, self.tls_key))?;
         let status = response.status();
         let request = format!("OX App Suite {call} (POST {url})");
         let bytes = read_capped(response, self.limit, &request)
             .await
             .map_err(|e| match e {
-                ReadError::Transport(e) => transport_error(&call, &url, &e),
+                ReadError::Transport(e) => transport_error(&call, &url, &e, self.tls_key),
                 too_large => OxError::TooLarge(too_large.to_string()),
             })?;
         read_response(call, &url, status, &bytes)
@@ -710,8 +722,8 @@ pub(crate) fn read_account(e: &Element) -> Result<SecondaryAccount, ParseError> 
     })
 }
 
-fn transport_error(call: &str, url: &Url, e: &reqwest::Error) -> OxError {
-    let failure = transport_failure(e);
+fn transport_error(call: &str, url: &Url, e: &reqwest::Error, key: &str) -> OxError {
+    let failure = transport_failure(e, key);
     OxError::Transport {
         call: call.to_string(),
         url: url.to_string(),
@@ -726,7 +738,13 @@ mod tests {
     use super::*;
 
     fn client(url: &str) -> Result<OxClient, OxError> {
-        OxClient::new(url, "admin", SecretValue::new("pw"), Duration::from_secs(5))
+        OxClient::new(
+            url,
+            "admin",
+            SecretValue::new("pw"),
+            Duration::from_secs(5),
+            &HttpTls::default(),
+        )
     }
 
     #[test]

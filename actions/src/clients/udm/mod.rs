@@ -23,7 +23,7 @@ use reqwest::{Method, StatusCode, Url};
 use serde_json::{Map, Value, json};
 
 use crate::action::{ActionError, SecretValue};
-use crate::clients::http::{AnswerLimit, FullResponse, HttpApi, MIB, api_url};
+use crate::clients::http::{AnswerLimit, FullResponse, HttpApi, HttpTls, MIB, api_url};
 
 pub use filter::{Filter, escape_value};
 
@@ -153,6 +153,9 @@ pub enum UdmError {
     /// No answer: connection refused, timeout, TLS, a dropped connection.
     #[error("{0}")]
     Transport(String),
+    /// The client cannot be set up: its TLS (`udm.caBundle` missing or unreadable).
+    #[error("{0}")]
+    Setup(ActionError),
     /// The answer was larger than the client reads ([`UdmClient::with_max_response_bytes`]).
     #[error("{0}")]
     TooLarge(String),
@@ -258,6 +261,7 @@ impl UdmError {
             }
             UdmError::Unavailable { .. } => Some(503),
             UdmError::InvalidUrl { .. }
+            | UdmError::Setup(_)
             | UdmError::Transport(_)
             | UdmError::TooLarge(_)
             | UdmError::Malformed { .. } => None,
@@ -321,6 +325,7 @@ impl From<UdmError> for ActionError {
             }
             UdmError::Unexpected { status, .. } => ActionError::for_status(status, message),
             UdmError::InvalidUrl { .. } => ActionError::Failed(message),
+            UdmError::Setup(e) => e,
         }
     }
 }
@@ -477,13 +482,15 @@ pub struct UdmClient {
 impl UdmClient {
     /// A client of the API at `base_url` (such as
     /// `http://ums-udm-rest-api:9979/univention/udm/`), as `username` with `password`, each
-    /// request limited to `timeout`. A `503` is retried [`DEFAULT_MAX_RETRIES`] times, waiting
-    /// what `Retry-After` says (at most [`DEFAULT_MAX_RETRY_DELAY`], 1 s when absent).
+    /// request limited to `timeout`, the server's certificate checked as `tls` says. A `503` is
+    /// retried [`DEFAULT_MAX_RETRIES`] times, waiting what `Retry-After` says (at most
+    /// [`DEFAULT_MAX_RETRY_DELAY`], 1 s when absent).
     pub fn new(
         base_url: &str,
         username: &str,
         password: SecretValue,
         timeout: Duration,
+        tls: &HttpTls,
     ) -> Result<Self, UdmError> {
         let normalized = Self::check_url(base_url)?;
         let api = HttpApi::new(
@@ -493,11 +500,10 @@ impl UdmClient {
             password,
             timeout,
             AnswerLimit::configured(None, DEFAULT_MAX_RESPONSE_BYTES, MAX_RESPONSE_BYTES_KEY),
+            tls,
         )
-        .map_err(|e| UdmError::InvalidUrl {
-            url: base_url.to_string(),
-            reason: e.to_string(),
-        })?;
+        // The URL is checked above: what is left is the client's set-up.
+        .map_err(UdmError::Setup)?;
         Ok(UdmClient {
             api,
             max_retries: DEFAULT_MAX_RETRIES,
@@ -989,6 +995,7 @@ mod tests {
             "cn=admin",
             SecretValue::new("pw"),
             Duration::from_secs(5),
+            &HttpTls::default(),
         )
         .unwrap_or_else(|e| panic!("{e}"))
     }
