@@ -86,6 +86,11 @@ impl Migration {
         self.spec_field("runHistoryLimit", limit.into())
     }
 
+    /// `serviceAccountName`: the ServiceAccount the runs impersonate.
+    pub fn service_account(self, name: &str) -> Self {
+        self.spec_field("serviceAccountName", name.into())
+    }
+
     /// One more `secretFiles` entry: the credential `name` from key `key` of Secret `secret`.
     pub fn secret_file(mut self, name: &str, secret: &str, key: &str) -> Self {
         self.secret_files
