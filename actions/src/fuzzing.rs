@@ -183,7 +183,13 @@ impl Parsers {
         };
         let (s, op) = (Service::User, "getMultipleData");
         let url = self.ox.service_url(s);
-        let returns = match ox::read_response(format!("{}.{op}", s.name()), &url, status, body) {
+        let returns = match ox::read_response(
+            format!("{}.{op}", s.name()),
+            &url,
+            status,
+            Some("text/xml"),
+            body,
+        ) {
             Ok(returns) => returns,
             Err(e) => {
                 let _ = (e.to_string(), e.is_authentication());
@@ -225,6 +231,7 @@ impl Parsers {
         };
         let response = Response {
             status,
+            content_type: Some("application/json".into()),
             body: body.to_string(),
         };
         let api = &self.provisioning_api;

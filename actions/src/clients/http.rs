@@ -128,13 +128,72 @@ pub struct HttpApi {
     tls_key: &'static str,
 }
 
-/// A response read whole: status and body.
+/// A response read whole: status, content type and body.
 #[derive(Debug)]
 pub struct Response {
     /// The HTTP status.
     pub status: StatusCode,
+    /// The `Content-Type` header, if any.
+    pub content_type: Option<String>,
     /// The body as text.
     pub body: String,
+}
+
+/// The most characters of an answer's body an error quotes.
+pub const QUOTED_BODY_CHARS: usize = 200;
+
+/// What an error message may say of an answer's body (docs/deploy.md#tenancy-and-the-threat-model):
+/// its start on one line, at most [`QUOTED_BODY_CHARS`], only for an error status (4xx, 5xx)
+/// whose content type is text, JSON or XML; otherwise why it is not quoted. A redirect's or a
+/// success's body, or a body of another type (a page a Migration's URL points at), never ends up
+/// in a run's status.
+pub fn quoted_body(status: StatusCode, content_type: Option<&str>, body: &str) -> String {
+    match unquotable(status, content_type) {
+        Some(why) => format!("(the body is not quoted: {why})"),
+        None if body.trim().is_empty() => "(an empty body)".to_string(),
+        None => crate::text::one_line(body, QUOTED_BODY_CHARS),
+    }
+}
+
+/// Why an answer's body is not quoted ([`quoted_body`]), or `None` when it may be.
+pub fn unquotable(status: StatusCode, content_type: Option<&str>) -> Option<String> {
+    if status.is_redirection() {
+        return Some(format!("a redirect ({status}), not followed"));
+    }
+    if !status.is_client_error() && !status.is_server_error() {
+        return Some(format!("{status} is no error status"));
+    }
+    let Some(content_type) = content_type else {
+        return Some("the answer has no content type".to_string());
+    };
+    let essence = content_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    let (kind, sub) = essence.split_once('/').unwrap_or((essence.as_str(), ""));
+    let textual = kind == "text"
+        || (kind == "application"
+            && (matches!(sub, "json" | "xml" | "problem+json" | "problem+xml")
+                || sub.ends_with("+json")
+                || sub.ends_with("+xml")));
+    if textual {
+        None
+    } else {
+        Some(format!(
+            "its content type is {}",
+            crate::text::one_line(content_type, 60)
+        ))
+    }
+}
+
+/// The `Content-Type` of an answer's headers, if it is readable text.
+pub fn content_type(headers: &reqwest::header::HeaderMap) -> Option<String> {
+    headers
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
 }
 
 impl HttpApi {
@@ -184,14 +243,20 @@ impl HttpApi {
         let full = self.send_with_headers(method, url, &[], body).await?;
         Ok(Response {
             status: full.status,
+            content_type: content_type(&full.headers),
             body: full.body,
         })
     }
 
     /// The error for an answer the caller did not expect, naming the request and quoting the
-    /// server's message; 401/403 say which user was refused and where its password comes from.
+    /// server's message as [`quoted_body`] allows; 401/403 say which user was refused and where
+    /// its password comes from.
     pub fn unexpected(&self, what: &str, response: &Response, password_file: &str) -> ActionError {
-        let detail = response.body.chars().take(300).collect::<String>();
+        let detail = quoted_body(
+            response.status,
+            response.content_type.as_deref(),
+            &response.body,
+        );
         match response.status {
             StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => ActionError::Refused(format!(
                 "{} at {} refused the credentials of user {:?} ({}) while {what}: check the secret file {password_file:?}",
@@ -494,6 +559,7 @@ mod tests {
         let answered = |status: u16| {
             let response = Response {
                 status: StatusCode::from_u16(status).unwrap(),
+                content_type: Some("application/json".into()),
                 body: "{\"detail\": \"m\"}".into(),
             };
             api.unexpected(
@@ -519,6 +585,60 @@ mod tests {
             other.to_string(),
             "the Provisioning API at http://provisioning.example/ answered 500 Internal Server Error while listing subscriptions: {\"detail\": \"m\"}"
         );
+    }
+
+    #[test]
+    fn a_body_is_quoted_only_for_an_error_status_of_a_textual_type_and_at_most_200_characters() {
+        let status = |n: u16| StatusCode::from_u16(n).unwrap();
+        let long = "x".repeat(500);
+        let quoted = quoted_body(status(500), Some("text/plain; charset=utf-8"), &long);
+        assert_eq!(quoted, format!("{}...", "x".repeat(QUOTED_BODY_CHARS)));
+        assert_eq!(QUOTED_BODY_CHARS, 200);
+        for ct in [
+            "application/json",
+            "application/problem+json",
+            "text/html",
+            "text/xml;charset=UTF-8",
+            "application/soap+xml",
+            "Application/XML",
+        ] {
+            assert_eq!(quoted_body(status(404), Some(ct), " a\n b "), "a b", "{ct}");
+        }
+        assert_eq!(
+            quoted_body(status(302), Some("text/html"), "secret page"),
+            "(the body is not quoted: a redirect (302 Found), not followed)"
+        );
+        assert_eq!(
+            quoted_body(status(200), Some("application/json"), "secret"),
+            "(the body is not quoted: 200 OK is no error status)"
+        );
+        assert_eq!(
+            quoted_body(status(500), Some("application/octet-stream"), "secret"),
+            "(the body is not quoted: its content type is application/octet-stream)"
+        );
+        assert_eq!(
+            quoted_body(status(500), None, "secret"),
+            "(the body is not quoted: the answer has no content type)"
+        );
+        assert_eq!(
+            quoted_body(status(503), Some("text/plain"), "  "),
+            "(an empty body)"
+        );
+    }
+
+    proptest::proptest! {
+        /// Whatever the answer, what is quoted is at most 200 characters (and the ellipsis),
+        /// and nothing of the body is quoted outside 4xx/5xx.
+        #[test]
+        fn a_quote_is_bounded_and_only_of_errors(code in 100u16..600, body in ".{0,400}", json in proptest::bool::ANY) {
+            let status = StatusCode::from_u16(code).unwrap();
+            let ct = if json { Some("application/json") } else { Some("image/png") };
+            let quoted = quoted_body(status, ct, &body);
+            proptest::prop_assert!(quoted.chars().count() <= QUOTED_BODY_CHARS + 3 || quoted.starts_with("(the body is not quoted"));
+            if !(status.is_client_error() || status.is_server_error()) || !json {
+                proptest::prop_assert!(quoted.starts_with("(the body is not quoted: "), "{}", quoted);
+            }
+        }
     }
 
     #[test]

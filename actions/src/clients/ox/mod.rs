@@ -20,7 +20,6 @@ use crate::clients::http::{
     AnswerLimit, HttpTls, MIB, ReadError, client_builder, read_capped, transport_failure,
 };
 use crate::clients::tls::TlsError;
-use crate::text::one_line;
 pub use soap::SoapFault;
 use soap::{Answer, Element, Param, ParseError};
 
@@ -363,6 +362,7 @@ impl OxClient {
             .await
             .map_err(|e| transport_error(&call, &url, &e, self.tls_key))?;
         let status = response.status();
+        let content_type = crate::clients::http::content_type(response.headers());
         let request = format!("OX App Suite {call} (POST {url})");
         let bytes = read_capped(response, self.limit, &request)
             .await
@@ -370,7 +370,7 @@ impl OxClient {
                 ReadError::Transport(e) => transport_error(&call, &url, &e, self.tls_key),
                 too_large => OxError::TooLarge(too_large.to_string()),
             })?;
-        read_response(call, &url, status, &bytes)
+        read_response(call, &url, status, content_type.as_deref(), &bytes)
     }
 
     fn answer_error(&self, service: Service, op: &str, message: String) -> OxError {
@@ -628,12 +628,14 @@ impl OxClient {
     }
 }
 
-/// The answer of `call` at `url` (HTTP `status`, the body `bytes`): its `<return>` elements,
-/// or the fault, HTTP error or malformed answer as an error.
+/// The answer of `call` at `url` (HTTP `status`, its `content_type`, the body `bytes`): its
+/// `<return>` elements, or the fault, HTTP error or malformed answer as an error. An HTTP
+/// error quotes the body only as [`crate::clients::http::quoted_body`] allows.
 pub(crate) fn read_response(
     call: String,
     url: &Url,
     status: reqwest::StatusCode,
+    content_type: Option<&str>,
     bytes: &[u8],
 ) -> Result<Vec<Element>, OxError> {
     match soap::read_answer(bytes) {
@@ -647,7 +649,11 @@ pub(crate) fn read_response(
             call,
             url: url.to_string(),
             status: status.as_u16(),
-            body: one_line(&String::from_utf8_lossy(bytes), 200),
+            body: crate::clients::http::quoted_body(
+                status,
+                content_type,
+                &String::from_utf8_lossy(bytes),
+            ),
         }),
         Ok(Answer::Returns(_)) => Err(OxError::Answer {
             call,
@@ -777,8 +783,14 @@ mod tests {
     fn answered(status: u16, body: &str) -> ActionError {
         let url = Url::parse("http://ox.example/webservices/OXUserService").unwrap();
         let status = reqwest::StatusCode::from_u16(status).unwrap();
-        let e = read_response("OXUserService.change".into(), &url, status, body.as_bytes())
-            .unwrap_err();
+        let e = read_response(
+            "OXUserService.change".into(),
+            &url,
+            status,
+            Some("text/html"),
+            body.as_bytes(),
+        )
+        .unwrap_err();
         let text = e.to_string();
         let action = ActionError::from(e);
         assert_eq!(action.to_string(), text, "the message is kept");
@@ -818,6 +830,29 @@ mod tests {
             answered(503, "<html>down</html>"),
             ActionError::Unavailable(_)
         ));
+        let redirect = answered(302, "<html>a login page, with a token</html>");
+        assert!(
+            redirect.to_string().ends_with(
+                "answered HTTP 302: (the body is not quoted: a redirect (302 Found), not followed)"
+            ),
+            "{redirect}"
+        );
+        let url = Url::parse("http://ox.example/webservices/OXUserService").unwrap();
+        let binary = read_response(
+            "OXUserService.change".into(),
+            &url,
+            reqwest::StatusCode::INTERNAL_SERVER_ERROR,
+            Some("application/octet-stream"),
+            b"secret bytes",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(!binary.contains("secret"), "{binary}");
+        let long = answered(500, &"y".repeat(300)).to_string();
+        assert!(
+            long.ends_with(&format!(": {}...", "y".repeat(200))),
+            "{long}"
+        );
         let unreadable = answered(200, "<html>not SOAP</html>");
         assert!(
             matches!(unreadable, ActionError::InvalidAnswer(_)),

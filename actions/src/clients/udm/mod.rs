@@ -23,7 +23,10 @@ use reqwest::{Method, StatusCode, Url};
 use serde_json::{Map, Value, json};
 
 use crate::action::{ActionError, SecretValue};
-use crate::clients::http::{AnswerLimit, FullResponse, HttpApi, HttpTls, MIB, api_url};
+use crate::clients::http::{
+    AnswerLimit, FullResponse, HttpApi, HttpTls, MIB, QUOTED_BODY_CHARS, api_url, content_type,
+    quoted_body, unquotable,
+};
 
 pub use filter::{Filter, escape_value};
 
@@ -98,17 +101,31 @@ impl std::fmt::Display for ServerMessage {
 }
 
 impl ServerMessage {
+    /// The server's message in an answer: nothing of the body unless [`quoted_body`] allows it
+    /// (an error status, a textual type).
+    fn of(response: &FullResponse) -> Self {
+        let content_type = content_type(&response.headers);
+        if unquotable(response.status, content_type.as_deref()).is_some() {
+            return ServerMessage {
+                message: quoted_body(response.status, content_type.as_deref(), &response.body),
+                details: Vec::new(),
+            };
+        }
+        Self::parse(&response.body)
+    }
+
     fn parse(body: &str) -> Self {
+        let quote = |text: &str| crate::text::one_line(text, QUOTED_BODY_CHARS);
         let Ok(value) = serde_json::from_str::<Value>(body) else {
             return ServerMessage {
-                message: body.trim().chars().take(300).collect(),
+                message: quote(body),
                 details: Vec::new(),
             };
         };
         let message = value["error"]["message"]
             .as_str()
             .map(|m| m.trim().to_string())
-            .unwrap_or_else(|| body.trim().chars().take(300).collect());
+            .unwrap_or_else(|| quote(body));
         let details = value["_embedded"]["udm:error"]
             .as_array()
             .map(|items| {
@@ -581,7 +598,7 @@ impl UdmClient {
                 serde_json::from_str::<Value>(&response.body).map_err(|e| UdmError::Malformed {
                     what: what.to_string(),
                     expected: "JSON",
-                    detail: format!("{e}; the start of the answer: {}", start(&response.body)),
+                    detail: format!("{e}; the answer: {}", start(response)),
                 })?;
                 Ok(())
             }
@@ -648,7 +665,7 @@ impl UdmClient {
             serde_json::from_str(&response.body).map_err(|e| UdmError::Malformed {
                 what: what.to_string(),
                 expected: "a JSON search result",
-                detail: format!("{e}; the start of the answer: {}", start(&response.body)),
+                detail: format!("{e}; the answer: {}", start(response)),
             })?;
         // No `_embedded["udm:object"]` at all when nothing matched.
         let Some(entries) = value.get("_embedded").and_then(|e| e.get("udm:object")) else {
@@ -657,7 +674,10 @@ impl UdmClient {
         let entries = entries.as_array().ok_or_else(|| UdmError::Malformed {
             what: what.to_string(),
             expected: "a list of objects in _embedded[\"udm:object\"]",
-            detail: start(&entries.to_string()),
+            detail: format!(
+                "found {} instead (a success's body is not quoted)",
+                json_kind(entries)
+            ),
         })?;
         entries
             .iter()
@@ -685,7 +705,7 @@ impl UdmClient {
                     serde_json::from_str(&response.body).map_err(|e| UdmError::Malformed {
                         what: what.to_string(),
                         expected: "a JSON object",
-                        detail: format!("{e}; the start of the answer: {}", start(&response.body)),
+                        detail: format!("{e}; the answer: {}", start(response)),
                     })?;
                 let etag = header(response, "etag");
                 self.object_from(&value, "", etag, what).map(Some)
@@ -734,14 +754,14 @@ impl UdmClient {
             serde_json::from_str(&response.body).map_err(|e| UdmError::Malformed {
                 what: what.to_string(),
                 expected: "JSON with the new object's dn",
-                detail: format!("{e}; the start of the answer: {}", start(&response.body)),
+                detail: format!("{e}; the answer: {}", start(response)),
             })?;
         let dn = value["dn"]
             .as_str()
             .ok_or_else(|| UdmError::Malformed {
                 what: what.to_string(),
                 expected: "JSON with the new object's dn",
-                detail: start(&response.body),
+                detail: start(response),
             })?
             .to_string();
         Ok(CreatedObject {
@@ -876,7 +896,7 @@ impl UdmClient {
             return Err(UdmError::Unavailable {
                 what: what.to_string(),
                 attempts,
-                server: ServerMessage::parse(&response.body),
+                server: ServerMessage::of(response),
             });
         }
         Ok(retry_after(response)
@@ -887,7 +907,7 @@ impl UdmClient {
     /// The error for an answer the caller did not expect.
     fn failure(&self, what: &str, response: &FullResponse) -> UdmError {
         let what = what.to_string();
-        let server = ServerMessage::parse(&response.body);
+        let server = ServerMessage::of(response);
         let base = self.api.base().to_string();
         let user = self.api.username().to_string();
         match response.status {
@@ -924,7 +944,10 @@ impl UdmClient {
         let dn = value["dn"].as_str().ok_or_else(|| UdmError::Malformed {
             what: what.to_string(),
             expected: "an object with a dn",
-            detail: start(&value.to_string()),
+            detail: format!(
+                "found {} without a dn (a success's body is not quoted)",
+                json_kind(value)
+            ),
         })?;
         let object_type = value["objectType"]
             .as_str()
@@ -976,13 +999,22 @@ fn retry_after(response: &FullResponse) -> Option<Duration> {
         .map(Duration::from_secs)
 }
 
-/// The start of a body, for messages.
-fn start(body: &str) -> String {
-    let mut s: String = body.trim().chars().take(200).collect();
-    if body.trim().chars().count() > 200 {
-        s.push('…');
+/// What kind of JSON value `v` is, for a message that must not quote it.
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
     }
-    s
+}
+
+/// What a message may say of an answer's body ([`quoted_body`]).
+fn start(response: &FullResponse) -> String {
+    let content_type = content_type(&response.headers);
+    quoted_body(response.status, content_type.as_deref(), &response.body)
 }
 
 #[cfg(test)]
@@ -1047,9 +1079,14 @@ mod tests {
     }
 
     fn answer(status: u16, body: &str) -> FullResponse {
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert(
+            reqwest::header::CONTENT_TYPE,
+            reqwest::header::HeaderValue::from_static("application/json"),
+        );
         FullResponse {
             status: StatusCode::from_u16(status).unwrap_or_else(|e| panic!("{e}")),
-            headers: reqwest::header::HeaderMap::new(),
+            headers,
             body: body.to_string(),
         }
     }
