@@ -122,20 +122,17 @@ async fn synapse_refuses_an_answer_over_its_limit() {
 /// The chart's memory limit of the operator (`resources.limits.memory` in values.yaml), in
 /// bytes.
 fn chart_memory_limit() -> u64 {
-    let values = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../deploy/charts/stagehand/values.yaml"
-    ))
+    let values: serde_yaml::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../deploy/charts/stagehand/values.yaml"
+        ))
+        .unwrap(),
+    )
     .unwrap();
-    let after_limits = values
-        .split("\n  limits:\n")
-        .nth(1)
-        .expect("values.yaml has resources.limits");
-    let memory = after_limits
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("memory:"))
-        .expect("resources.limits.memory")
-        .trim();
+    let memory = values["resources"]["limits"]["memory"]
+        .as_str()
+        .expect("values.yaml sets resources.limits.memory");
     let mebibytes: u64 = memory
         .strip_suffix("Mi")
         .expect("the limit is in Mi")
@@ -159,8 +156,10 @@ fn peak_rss(pid: u32) -> u64 {
 /// The operator as a process runs `provisioning_drop_subscriptions` against an API that
 /// answers a gibibyte, streamed without a length: the run fails with the message naming the
 /// request and `provisioning.maxResponseBytes`, and the operator's peak RSS stays under the
-/// chart's memory limit (before the limit, reading the whole answer took a gibibyte).
-#[tokio::test]
+/// chart's memory limit (before the limit, reading the whole answer took a gibibyte). Two
+/// worker threads: the simulator answers on this runtime while the test blocks in `kubectl
+/// wait`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_operator_fails_the_run_and_stays_within_its_memory_limit() {
     let ns = Scene::cluster("bounded-answers").await;
     let sim = provisioning_sim(&ns.name, &["ox-connector"]).await;
