@@ -74,7 +74,7 @@ pub enum CrdCheckError {
     },
     /// The API server refused the apply.
     #[error(
-        "cannot apply CRD {name}: {source} (--crd-policy=apply needs `get` and `patch` on it: the chart grants them with crdPolicy=apply)"
+        "cannot apply CRD {name}: {source} (--crd-policy=apply needs `get` and `patch` on it, which the chart grants with crdPolicy=apply, and `create` on customresourcedefinitions when it is not installed at all, which the chart does not grant)"
     )]
     Apply {
         /// The CRD.
