@@ -447,10 +447,7 @@ fn values_problems_are_printed_with_the_values_paths_and_nothing_else() {
         .0;
     let mut bad = text.clone();
     bad.replace_range(nth..nth + "          from".len(), "          form");
-    let bad = bad.replace(
-        "caBundle: \"\"",
-        "caBundle: \"/etc/ssl/certs/objectstore-ca.pem\"",
-    );
+    let bad = bad.replace("caBundle: \"\"", "caBundle: \"etc/opendesk/ca.crt\"");
     let file = tmp("bad-values.yaml", &bad);
     let out = stagehand(&["import-opendesk", "--values", &file]);
     assert_eq!(code(&out), 1, "{}", stderr(&out));
@@ -460,11 +457,38 @@ fn values_problems_are_printed_with_the_values_paths_and_nothing_else() {
         err.contains("UnknownVersionsKey: migrations.actions.pre[3].versions.form (ox_names_to_object_identifier)"),
         "{err}"
     );
+    // A caBundle that is no absolute path names no file the operator could read.
     assert!(
-        err.contains("error Untranslatable: migrations.objectStore.caBundle: caBundle \"/etc/ssl/certs/objectstore-ca.pem\""),
+        err.contains("error Untranslatable: migrations.objectStore.caBundle: caBundle \"etc/opendesk/ca.crt\" is neither the absolute path"),
         "{err}"
     );
     assert!(err.contains("--ca-bundle FILE"), "{err}");
+
+    // openDesk's caBundle path (trust.secret.mount) is carried over as the path, with a warning
+    // that the operator's pod must mount it.
+    let path = "/etc/opendesk/trust/ca-certificates.crt";
+    let mounted = tmp(
+        "mounted-ca-values.yaml",
+        &text.replace("caBundle: \"\"", &format!("caBundle: \"{path}\"")),
+    );
+    let out = stagehand(&["import-opendesk", "--values", &mounted]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let err = stderr(&out);
+    let warning = err
+        .lines()
+        .find(|l| l.contains("warning MountRequired: migrations.objectStore.caBundle: "))
+        .unwrap_or_else(|| panic!("no MountRequired warning: {err}"));
+    for part in [
+        path,
+        "operator's pod",
+        "extraVolumeMounts",
+        "docs/deploy.md#tls",
+    ] {
+        assert!(warning.contains(part), "{warning}");
+    }
+    let items = import(&["--values", &mounted]);
+    assert_eq!(items[0]["spec"]["objectStore"]["caBundle"], path);
+
     // Given the CA, the caBundle is carried over as PEM.
     let pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
     let ca = tmp("ca.pem", pem);
@@ -477,6 +501,24 @@ fn values_problems_are_printed_with_the_values_paths_and_nothing_else() {
     );
     let items = import(&["--values", &fixed, "--ca-bundle", &ca]);
     assert_eq!(items[0]["spec"]["objectStore"]["caBundle"], pem);
+
+    // verifySSL: false becomes insecureSkipTlsVerify: true, with a warning.
+    let unverified = tmp(
+        "verify-values.yaml",
+        &text.replace("verifySSL: true", "verifySSL: false"),
+    );
+    let out = stagehand(&["import-opendesk", "--values", &unverified]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("warning NotCarriedOver: migrations.objectStore.verifySSL: verifySSL: false becomes insecureSkipTlsVerify: true"),
+        "{}",
+        stderr(&out)
+    );
+    let items = import(&["--values", &unverified]);
+    assert_eq!(
+        items[0]["spec"]["objectStore"]["insecureSkipTlsVerify"],
+        true
+    );
     // An unknown key of the block is a problem too; the whole values file is unreadable as
     // a migrations block without one.
     let out = stagehand(&[

@@ -7,6 +7,7 @@
 //! a finding that says what to do, never dropped silently.
 
 use serde_json::{Map, Value, json};
+use stagehand_actions::clients::tls::{ca_bundle_issue, is_inline_pem};
 use stagehand_config::{Finding, Problem, Stage, Warning};
 
 /// The keys of openDesk's `migrations:` block.
@@ -50,6 +51,9 @@ pub enum ImportCode {
     Untranslatable,
     /// A value with no counterpart in Stagehand that does not change what runs.
     NotCarriedOver,
+    /// A file path carried over that the operator reads from its own pod: it must be mounted
+    /// there.
+    MountRequired,
 }
 
 impl std::fmt::Display for ImportCode {
@@ -138,7 +142,8 @@ pub struct Translated {
 }
 
 /// Translates the block into a Migration spec. `ca_bundle` is the PEM text of the store's CA
-/// (the `--ca-bundle` file), which openDesk's `caBundle` names only as a path inside its pod.
+/// (the `--ca-bundle` file); without it openDesk's `caBundle` (a path inside its pod) is
+/// carried over as the path, which the operator's pod must then mount.
 pub fn translate(block: &Block<'_>, ca_bundle: Option<&str>) -> Translated {
     let p = block.prefix;
     let mut spec = Map::new();
@@ -476,22 +481,34 @@ fn translate_store(
             ImportCode::NotCarriedOver,
             false,
             at("verifySSL"),
-            "verifySSL: false becomes insecureSkipTlsVerify: true: the store's certificate is not checked. Only for test deployments; give the CA with --ca-bundle instead".into(),
+            "verifySSL: false becomes insecureSkipTlsVerify: true: the store's certificate is not checked. Only for test deployments; trust the store's CA with caBundle instead".into(),
         ));
     }
     match (text("caBundle").filter(|c| !c.is_empty()), ca_bundle) {
         (_, Some(pem)) => {
             out.insert("caBundle".into(), Value::String(pem.to_string()));
         }
-        (Some(bundle), None) if bundle.contains("-----BEGIN CERTIFICATE-----") => {
-            out.insert("caBundle".into(), Value::String(bundle.to_string()));
-        }
-        (Some(path), None) => problem(
-            at("caBundle"),
-            format!(
-                "caBundle {path:?} is the path of a CA certificate mounted into openDesk's migrations Job pod; Stagehand reads no file there, it needs the PEM certificates themselves: pass --ca-bundle FILE with a copy of that certificate (from the Secret or ConfigMap mounted at {path:?}), or set spec.objectStore.caBundle to its PEM text"
+        (Some(bundle), None) => match ca_bundle_issue(bundle) {
+            Some(issue) => problem(
+                at("caBundle"),
+                format!(
+                    "caBundle {issue}: set it to the path the CA is mounted at, or pass the CA's PEM file with --ca-bundle FILE"
+                ),
             ),
-        ),
+            None => {
+                out.insert("caBundle".into(), Value::String(bundle.to_string()));
+                if !is_inline_pem(bundle) {
+                    findings.push(ValuesFinding::import(
+                        ImportCode::MountRequired,
+                        false,
+                        at("caBundle"),
+                        format!(
+                            "caBundle {bundle:?} is carried over as the path of the store's CA: the operator reads it from its own pod, so mount the Secret or ConfigMap openDesk mounts there (trust.secret.mount) into the operator's pod at the same path (chart values extraVolumes/extraVolumeMounts, docs/deploy.md#tls), or pass the CA's PEM file with --ca-bundle FILE to carry the certificate itself"
+                        ),
+                    ));
+                }
+            }
+        },
         (None, None) => {}
     }
     if !copied(&mut out, "username", "accessKeyId") {
@@ -618,17 +635,58 @@ mod tests {
     }
 
     #[test]
-    fn what_cannot_be_translated_is_a_finding() {
+    fn a_ca_bundle_path_is_carried_over_and_must_be_mounted() {
+        let path = "/etc/opendesk/trust/ca-certificates.crt";
         let (out, findings) = store(
+            json!({"endpoint": "s3", "bucket": "b", "username": "u", "caBundle": path}),
+            None,
+        );
+        assert_eq!(out.unwrap()["caBundle"], path);
+        assert_eq!(findings.len(), 1, "{findings:?}");
+        assert_eq!(findings[0].code, "MountRequired");
+        assert!(!findings[0].error);
+        assert_eq!(findings[0].path, "migrations.objectStore.caBundle");
+        for part in [
+            path,
+            "extraVolumeMounts",
+            "docs/deploy.md#tls",
+            "--ca-bundle",
+        ] {
+            assert!(findings[0].message.contains(part), "{findings:?}");
+        }
+        // Inline PEM is carried over as it is, with nothing to mount; broken PEM is a problem.
+        let pem = include_str!("../../../actions/src/clients/tls_test_ca.pem");
+        let (out, findings) = store(
+            json!({"endpoint": "s3", "bucket": "b", "username": "u", "caBundle": pem}),
+            None,
+        );
+        assert!(findings.is_empty(), "{findings:?}");
+        assert_eq!(out.unwrap()["caBundle"], pem.trim());
+        let (_, findings) = store(
             json!({"endpoint": "s3", "bucket": "b", "username": "u",
-                   "caBundle": "/etc/ssl/certs/custom-ca.pem"}),
+                   "caBundle": "-----BEGIN CERTIFICATE-----\n!!!\n-----END CERTIFICATE-----\n"}),
+            None,
+        );
+        assert_eq!(findings.len(), 1, "{findings:?}");
+        assert_eq!(findings[0].code, "Untranslatable");
+        // A relative path is no file the operator can find: a problem.
+        let (out, findings) = store(
+            json!({"endpoint": "s3", "bucket": "b", "username": "u", "caBundle": "ca.crt"}),
             None,
         );
         assert!(out.unwrap().get("caBundle").is_none());
         assert_eq!(findings.len(), 1, "{findings:?}");
-        assert_eq!(findings[0].path, "migrations.objectStore.caBundle");
+        assert_eq!(findings[0].code, "Untranslatable");
         assert!(findings[0].error);
-        assert!(findings[0].message.contains("--ca-bundle"));
+        assert!(
+            findings[0].message.contains("absolute path"),
+            "{findings:?}"
+        );
+    }
+
+    #[test]
+    fn what_cannot_be_translated_is_a_finding() {
+        // --ca-bundle carries the certificate itself, over the path.
         let (out, findings) = store(
             json!({"endpoint": "s3", "bucket": "b", "username": "u",
                    "caBundle": "/etc/ssl/certs/custom-ca.pem"}),

@@ -76,7 +76,8 @@ pub struct ImportArgs {
     /// output holds only the Migration (the ledger is applied once, never kept in git).
     #[arg(long)]
     pub ledger_file: Option<PathBuf>,
-    /// PEM file of the object store's CA (openDesk's `caBundle` is a path inside its Job's pod).
+    /// PEM file of the object store's CA, carried into `spec.objectStore.caBundle` as PEM text;
+    /// without it openDesk's `caBundle` path is carried over and the operator's pod must mount it.
     #[arg(long)]
     pub ca_bundle: Option<PathBuf>,
     /// `spec.historyConfigMap` of the Migration (default: `<name>-history`).
