@@ -522,6 +522,14 @@ pub trait Action: Send + Sync + fmt::Debug {
         stagehand_config::Needs::default()
     }
 
+    /// The network endpoints the action contacts, its config's defaults applied (`namespace`:
+    /// the Migration's, for a default naming it): what the operator's `--allowed-endpoints`
+    /// is checked against before a run starts. None unless the action says so (one that only
+    /// talks to the cluster, or executes in a pod).
+    fn endpoints(&self, _namespace: &str) -> Vec<stagehand_config::Endpoint> {
+        Vec::new()
+    }
+
     /// Whether the action's own config makes it a dry run (`config.dryRun: true`): the engine
     /// then runs only its planning phase, records no footprint and does not count it as
     /// applied.

@@ -27,7 +27,7 @@ use std::time::Instant;
 use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use stagehand_config::{ConfigIssue, Needs};
+use stagehand_config::{ConfigIssue, Endpoint, Needs};
 
 use crate::action::ActionConfig;
 use crate::action::{Action, ActionContext, ActionError, Outcome, StopSignal};
@@ -185,6 +185,14 @@ impl Action for Config {
     /// secret file is still read).
     fn needs(&self) -> Needs {
         needs_secrets([PASSWORD_FILE])
+    }
+
+    fn endpoints(&self, _namespace: &str) -> Vec<Endpoint> {
+        vec![Endpoint::new(
+            "redis.host",
+            self.redis.host.clone(),
+            Some(self.redis.port),
+        )]
     }
 
     /// Connects and authenticates, proves the right to UNLINK with the planning phase's

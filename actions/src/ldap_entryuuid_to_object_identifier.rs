@@ -17,7 +17,7 @@
 use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use stagehand_config::{ConfigIssue, Needs};
+use stagehand_config::{ConfigIssue, Endpoint, Needs};
 use tracing::info;
 
 use crate::action::ActionConfig;
@@ -354,6 +354,10 @@ impl Action for Config {
 
     fn needs(&self) -> Needs {
         needs_secrets(self.ldap.secret_files())
+    }
+
+    fn endpoints(&self, _namespace: &str) -> Vec<Endpoint> {
+        self.ldap.endpoints()
     }
 
     fn dry_run(&self) -> bool {

@@ -118,6 +118,17 @@ impl ActionCatalog for Library {
             .unwrap_or_default()
     }
 
+    fn endpoints(
+        &self,
+        id: &str,
+        config: &serde_json::Value,
+        namespace: &str,
+    ) -> Vec<stagehand_config::Endpoint> {
+        instantiate(id, config)
+            .map(|action| action.endpoints(namespace))
+            .unwrap_or_default()
+    }
+
     /// openDesk's identifier migrations: the LDAP's `entryUUID`s and OX's names become the
     /// object identifiers together (docs/declarations.md, "Opting out").
     fn pairs(&self) -> &'static [[&'static str; 2]] {
@@ -140,4 +151,71 @@ fn typed<T: ActionConfig + Action + 'static>(
         }
     })?;
     Ok(Box::new(parsed))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used)]
+
+    use serde_json::json;
+    use stagehand_config::{ActionCatalog, Endpoint};
+
+    use super::*;
+
+    fn endpoints(id: &str, config: serde_json::Value) -> Vec<Endpoint> {
+        assert_eq!(
+            config_issues_of(id, &config),
+            Some(Vec::new()),
+            "{id}: the config is valid"
+        );
+        Library.endpoints(id, &config, "opendesk")
+    }
+
+    #[test]
+    fn actions_name_the_endpoints_of_their_config_with_the_defaults_applied() {
+        assert_eq!(
+            endpoints(flush_intercom_sessions::Config::ID, json!({})),
+            [Endpoint::new("redis.host", "redis-headless", Some(6379))]
+        );
+        assert_eq!(
+            endpoints(
+                provisioning_drop_subscriptions::Config::ID,
+                json!({"provisioning": {"url": "https://prov.example.org:8443/v1"}, "subscriptions": ["a"]})
+            ),
+            [Endpoint::new(
+                "provisioning.url",
+                "prov.example.org",
+                Some(8443)
+            )]
+        );
+        // OX's default names the Migration's namespace; no ldap.url: the exec transport, no
+        // network endpoint.
+        assert_eq!(
+            endpoints(ox_names_to_object_identifier::Config::ID, json!({})),
+            [Endpoint::new(
+                "oxAppSuite.soapUrl",
+                "open-xchange-core-mw-admin.opendesk.svc.cluster.local",
+                Some(80)
+            )]
+        );
+        assert_eq!(
+            endpoints(
+                ldap_entryuuid_to_object_identifier::Config::ID,
+                json!({"ldap": {"url": "ldaps://LDAP.example.org"}})
+            ),
+            [Endpoint::new("ldap.url", "LDAP.example.org", Some(636))]
+        );
+        assert_eq!(
+            endpoints(ldap_entryuuid_to_object_identifier::Config::ID, json!({})),
+            []
+        );
+        // Only the cluster: none.
+        assert_eq!(
+            endpoints(
+                workload_scale::Config::ID,
+                json!({"workload": {"kind": "StatefulSet", "name": "x", "replicas": 0}})
+            ),
+            []
+        );
+    }
 }

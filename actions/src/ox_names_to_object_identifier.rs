@@ -39,7 +39,7 @@ use futures::future::BoxFuture;
 use futures::stream;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use stagehand_config::{ConfigIssue, Needs};
+use stagehand_config::{ConfigIssue, Endpoint, Needs};
 
 use crate::action::ActionConfig;
 use crate::action::{Action, ActionContext, ActionError, Outcome, StopSignal};
@@ -788,6 +788,13 @@ impl Action for Config {
 
     fn needs(&self) -> Needs {
         needs_secrets(std::iter::once(OX_PASSWORD_FILE.to_string()).chain(self.ldap.secret_files()))
+    }
+
+    fn endpoints(&self, namespace: &str) -> Vec<Endpoint> {
+        Endpoint::from_url("oxAppSuite.soapUrl", &self.soap_url(namespace))
+            .into_iter()
+            .chain(self.ldap.endpoints())
+            .collect()
     }
 
     fn dry_run(&self) -> bool {

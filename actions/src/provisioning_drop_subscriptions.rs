@@ -7,7 +7,7 @@ use futures::future::BoxFuture;
 use reqwest::{Method, StatusCode};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use stagehand_config::{ConfigIssue, Needs};
+use stagehand_config::{ConfigIssue, Endpoint, Needs};
 
 use crate::action::ActionConfig;
 use crate::action::{Action, ActionContext, ActionError, Outcome, Warnings};
@@ -236,6 +236,12 @@ impl Action for Config {
 
     fn needs(&self) -> Needs {
         needs_secrets([PASSWORD_FILE])
+    }
+
+    fn endpoints(&self, _namespace: &str) -> Vec<Endpoint> {
+        Endpoint::from_url("provisioning.url", &self.provisioning.url)
+            .into_iter()
+            .collect()
     }
 
     /// The planning phase's listing as the admin: proves the URL and the credential, and

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use stagehand_config::{ConfigIssue, Needs};
+use stagehand_config::{ConfigIssue, Endpoint, Needs};
 
 use crate::action::{ActionContext, ActionError, Warnings};
 use crate::clients::http::HttpTls;
@@ -74,6 +74,13 @@ impl Udm {
 }
 
 impl Udm {
+    /// The API's endpoint (`udm.url`).
+    pub fn endpoints(&self) -> Vec<Endpoint> {
+        Endpoint::from_url("udm.url", &self.url)
+            .into_iter()
+            .collect()
+    }
+
     /// What is wrong with the section at `at`: a `url` the client would refuse
     /// ([`UdmClient::check_url`]).
     pub fn issues(&self, at: &str) -> Vec<ConfigIssue> {
@@ -388,6 +395,16 @@ impl Ldap {
     }
     fn default_timeout() -> u64 {
         30
+    }
+
+    /// The endpoint of the direct transport (`ldap.url`); none for the exec transport or an
+    /// `ldapi://` socket.
+    pub fn endpoints(&self) -> Vec<Endpoint> {
+        self.url
+            .as_deref()
+            .and_then(|url| Endpoint::from_url("ldap.url", url))
+            .into_iter()
+            .collect()
     }
 
     /// The secret files the transport reads: [`LDAP_PASSWORD_FILE`] for the direct one, none for

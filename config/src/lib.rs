@@ -10,6 +10,7 @@
 
 pub mod declarations;
 pub mod deployment;
+pub mod endpoints;
 pub mod fingerprint;
 pub mod object_store;
 pub mod plan;
@@ -22,6 +23,9 @@ pub use declarations::{
     Declaration, Declarations, ManifestError, ObjectStoreRef, Recorded, SkipEntry, read_manifest,
 };
 pub use deployment::Deployment;
+pub use endpoints::{
+    AllowedEndpoints, Endpoint, EndpointPattern, EndpointPatternError, endpoint_problems,
+};
 pub use fingerprint::{Change, Fingerprint};
 pub use object_store::ObjectStore;
 pub use plan::{Decision, Plan, PlannedAction, Reason, declared_footprint, plan_stage};

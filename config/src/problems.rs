@@ -49,6 +49,11 @@ pub enum ProblemCode {
     /// skips nothing, and the action it was meant for runs. Reported on the entry, field
     /// `actionsSkip.id`; the message names the stage that declares the id.
     SkipInWrongStage,
+    /// An endpoint an action contacts (`udm.url`, `redis.host`, with its default applied) or
+    /// the `objectStore.endpoint` is not allowed by the operator's `--allowed-endpoints`
+    /// (docs/deploy.md#tenancy-and-the-threat-model). The message names the key, the host and
+    /// the allowed patterns.
+    EndpointNotAllowed,
 }
 
 /// Something worth knowing that does not fail validation.

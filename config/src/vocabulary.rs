@@ -95,6 +95,18 @@ pub trait ActionCatalog {
         Needs::default()
     }
 
+    /// The network endpoints the action `id` with this (valid) `config` contacts, its
+    /// defaults applied (`namespace`: the Migration's, for defaults that name it); empty for
+    /// an unknown id or an invalid config.
+    fn endpoints(
+        &self,
+        _id: &str,
+        _config: &serde_json::Value,
+        _namespace: &str,
+    ) -> Vec<crate::endpoints::Endpoint> {
+        Vec::new()
+    }
+
     /// Pairs of action ids that belong together besides the handovers (which `needs` tells):
     /// applying one without the other leaves a state the release cannot work with, so opting
     /// out of one and not the other is `HalfOptOut`.

@@ -146,3 +146,79 @@ async fn the_default_service_account_applies_when_the_migration_names_none() {
         "{message}"
     );
 }
+
+/// `--allowed-endpoints`: a Migration whose action names a host the operator does not allow
+/// is invalid: the run ends `Invalid` with
+/// the problem `EndpointNotAllowed` naming the stage, the action, the key, the host and the
+/// allowed patterns, and nothing ran (the scale declared before it did not scale). An action
+/// whose endpoint is allowed is no problem.
+#[tokio::test]
+async fn an_endpoint_outside_the_allowed_ones_is_a_declaration_problem_and_nothing_runs() {
+    let ns = Scene::cluster("tenancy-endpoints").await;
+    let _operator = ns.start_operator_with(
+        &stagehand_e2e::cluster::kubeconfig(),
+        &["--allowed-endpoints", "*.allowed.test"],
+    );
+    apply(&statefulset(&ns.name, "ox-connector", 1));
+    running_pods(&ns.name, "ox-connector", 1).await;
+    apply(
+        &Migration::new(&ns.name)
+            .installed("v1.17.3")
+            .secret_file("provisioning-api-password", "provisioning", "password")
+            .secret_file("redis-password", "redis", "password")
+            .pre(
+                Action::scale("ox-connector", 0)
+                    .tag("v1.18.0")
+                    .run_mode("apply"),
+            )
+            .pre(
+                Action::new("flush_intercom_sessions")
+                    .tag("v1.18.0")
+                    .config(serde_json::json!({"redis": {"host": "redis.allowed.test"}})),
+            )
+            .pre(
+                Action::new("provisioning_drop_subscriptions")
+                    .tag("v1.18.0")
+                    .config(serde_json::json!({
+                        "provisioning": {"url": "https://provisioning.other.test/v1"},
+                        "subscriptions": ["ox-connector"],
+                    })),
+            )
+            .to_yaml(),
+    );
+    apply(&MigrationRun::new(&ns.name, "pre", "pre").to_yaml());
+    wait(&ns.name, "migrationrun/pre", "Stalled");
+    let pre = get(&ns.name, "migrationrun/pre");
+    assert_eq!(condition(&pre, "Ready")["reason"], "Invalid", "{pre}");
+    let problems = pre["status"]["problems"].as_array().unwrap();
+    let found: Vec<(&str, &str, &str)> = problems
+        .iter()
+        .map(|p| {
+            (
+                p["code"].as_str().unwrap(),
+                p["field"].as_str().unwrap_or(""),
+                p["id"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        found,
+        [(
+            "EndpointNotAllowed",
+            "config.provisioning.url",
+            "provisioning_drop_subscriptions"
+        )],
+        "{pre}"
+    );
+    assert_eq!(problems[0]["stage"], "pre", "{pre}");
+    assert_eq!(problems[0]["index"], 2, "{pre}");
+    let message = condition(&pre, "Stalled")["message"].as_str().unwrap();
+    assert!(
+        message.contains("EndpointNotAllowed actions.pre[2] (provisioning_drop_subscriptions) config.provisioning.url: the endpoint provisioning.other.test:443 (provisioning.url) is not allowed by the operator's --allowed-endpoints (*.allowed.test)")
+            && message.contains("nothing was executed"),
+        "{message}"
+    );
+    assert_eq!(pre["status"]["actions"], serde_json::json!([]), "{pre}");
+    let sts = get(&ns.name, "statefulset/ox-connector");
+    assert_eq!(sts["spec"]["replicas"], 1, "nothing was scaled: {sts}");
+}

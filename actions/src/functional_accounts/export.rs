@@ -38,7 +38,7 @@ use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use stagehand_config::{ConfigIssue, HandoverRole, Needs};
+use stagehand_config::{ConfigIssue, Endpoint, HandoverRole, Needs};
 
 use crate::action::ActionConfig;
 use crate::action::{Action, ActionContext, ActionError, Outcome, RunIdentity, StopSignal};
@@ -1233,6 +1233,17 @@ impl Action for Config {
             &self.handover,
             HandoverRole::Writes,
         )
+    }
+
+    fn endpoints(&self, namespace: &str) -> Vec<Endpoint> {
+        self.udm
+            .endpoints()
+            .into_iter()
+            .chain(Endpoint::from_url(
+                "oxAppSuite.soapUrl",
+                &self.soap_url(namespace),
+            ))
+            .collect()
     }
 
     fn dry_run(&self) -> bool {

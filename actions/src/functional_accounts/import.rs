@@ -26,7 +26,7 @@ use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
-use stagehand_config::{ConfigIssue, HandoverRole, Needs};
+use stagehand_config::{ConfigIssue, Endpoint, HandoverRole, Needs};
 
 use crate::action::ActionConfig;
 use crate::action::{Action, ActionContext, ActionError, Outcome, StopSignal};
@@ -802,6 +802,10 @@ impl Action for Config {
 
     fn needs(&self) -> Needs {
         handover_needs(&[UDM_PASSWORD_FILE], &self.handover, HandoverRole::Reads)
+    }
+
+    fn endpoints(&self, _namespace: &str) -> Vec<Endpoint> {
+        self.udm.endpoints()
     }
 
     fn dry_run(&self) -> bool {

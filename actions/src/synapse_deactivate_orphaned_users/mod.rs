@@ -32,7 +32,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
-use stagehand_config::Needs;
+use stagehand_config::{Endpoint, Needs};
 use tracing::info;
 
 pub use config::{Config, DB_PASSWORD_FILE};
@@ -643,6 +643,17 @@ impl Action for Config {
 
     fn needs(&self) -> Needs {
         needs_secrets([DB_PASSWORD_FILE])
+    }
+
+    fn endpoints(&self, _namespace: &str) -> Vec<Endpoint> {
+        Endpoint::from_url("synapse.connection.url", &self.synapse.connection.url)
+            .into_iter()
+            .chain([Endpoint::new(
+                "synapse.postgres.host",
+                self.synapse.postgres.host.clone(),
+                Some(self.synapse.postgres.port),
+            )])
+            .collect()
     }
 
     fn dry_run(&self) -> bool {

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use clap::{ArgAction, ValueEnum};
+use stagehand_config::AllowedEndpoints;
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 use tracing_subscriber::EnvFilter;
@@ -98,6 +99,14 @@ pub struct OperatorArgs {
     /// docs/deploy.md#tenancy-and-the-threat-model).
     #[arg(long, env = "STAGEHAND_DEFAULT_SERVICE_ACCOUNT")]
     pub default_service_account: Option<String>,
+    /// The network endpoints runs may contact, as comma-separated host patterns
+    /// (`ldap.example.org`, `*.example.org` for any name below it, an IP address; each
+    /// optionally `:port`): an action's endpoint (its defaults applied) or the Migration's
+    /// `objectStore.endpoint` matching none is the declaration problem `EndpointNotAllowed`,
+    /// and nothing of the run runs. Unset, every endpoint is allowed
+    /// (docs/deploy.md#tenancy-and-the-threat-model).
+    #[arg(long, env = "STAGEHAND_ALLOWED_ENDPOINTS", value_parser = AllowedEndpoints::parse)]
+    pub allowed_endpoints: Option<AllowedEndpoints>,
     /// What to do at start-up about installed CRDs of Stagehand's that do not hold this
     /// operator's schema (docs/deploy.md#crd-policy): `check` refuses them (no controllers,
     /// `/readyz` 503, re-checked periodically), `apply` applies this operator's CRDs first
@@ -162,14 +171,19 @@ async fn operate(args: OperatorArgs) -> u8 {
         metrics.clone(),
     )
     .await;
-    let (client, tenancy) = match connect(args.default_service_account.clone()).await {
-        Ok(c) => c,
-        Err(e) => {
-            error!(error = %e, "cannot connect");
-            eprintln!("stagehand operator: cannot connect: {e}");
-            return EXIT_USAGE;
-        }
-    };
+    let allowed_endpoints = args
+        .allowed_endpoints
+        .clone()
+        .unwrap_or_else(AllowedEndpoints::everything);
+    let (client, tenancy) =
+        match connect(args.default_service_account.clone(), allowed_endpoints).await {
+            Ok(c) => c,
+            Err(e) => {
+                error!(error = %e, "cannot connect");
+                eprintln!("stagehand operator: cannot connect: {e}");
+                return EXIT_USAGE;
+            }
+        };
     let namespace = args.namespace.clone();
     let identity = args
         .leader_election_identity
@@ -358,12 +372,16 @@ async fn run_controllers(
 /// pod's ServiceAccount in a cluster, else the kubeconfig).
 async fn connect(
     default_service_account: Option<String>,
+    allowed_endpoints: AllowedEndpoints,
 ) -> Result<(kube::Client, Tenancy), kube::Error> {
     let config = kube::Config::infer()
         .await
         .map_err(kube::Error::InferConfig)?;
     let client = kube::Client::try_from(config.clone())?;
-    Ok((client, Tenancy::new(config, default_service_account)))
+    Ok((
+        client,
+        Tenancy::new(config, default_service_account).with_allowed_endpoints(allowed_endpoints),
+    ))
 }
 
 /// Resolves on SIGTERM or SIGINT.

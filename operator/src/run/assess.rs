@@ -9,7 +9,8 @@ use std::ops::ControlFlow;
 use kube::ResourceExt;
 use stagehand_actions::Library;
 use stagehand_config::{
-    Declarations, Deployment, Footprint, Problem, Recorded, Release, Stage, Warning, validate,
+    AllowedEndpoints, Declarations, Deployment, Footprint, Problem, Recorded, Release, Stage,
+    Warning, endpoint_problems, validate,
 };
 use stagehand_crds::unversioned::HistoryEntry;
 use stagehand_crds::{ACCEPT_INTERRUPTED_UPGRADE_ANNOTATION, Migration, MigrationRun};
@@ -71,8 +72,12 @@ pub fn problem_line(p: &Problem) -> String {
 }
 
 /// Validates the Migration's declarations of both stages against the library and the
-/// recorded history.
-pub fn assess(migration: &Migration, ledger: &Ledger) -> Result<Assessment, Invalid> {
+/// recorded history, and the endpoints they name against the operator's `allowed` ones.
+pub fn assess(
+    migration: &Migration,
+    ledger: &Ledger,
+    allowed: &AllowedEndpoints,
+) -> Result<Assessment, Invalid> {
     let unreadable = |message: String| Invalid {
         problems: Vec::new(),
         lines: vec![message],
@@ -83,7 +88,18 @@ pub fn assess(migration: &Migration, ledger: &Ledger) -> Result<Assessment, Inva
     let declarations = Declarations::from_spec(&spec).map_err(|e| unreadable(e.to_string()))?;
     let recorded = recorded(ledger);
     let context = Deployment::new(&declarations, &recorded, None);
-    let report = validate(&declarations, &context, &Library);
+    let mut report = validate(&declarations, &context, &Library);
+    report.problems.extend(endpoint_problems(
+        &declarations,
+        migration
+            .spec
+            .object_store
+            .as_ref()
+            .map(|store| store.endpoint.as_str()),
+        &Library,
+        &migration.namespace().unwrap_or_default(),
+        allowed,
+    ));
     if !report.is_valid() {
         return Err(Invalid {
             lines: report.problems.iter().map(problem_line).collect(),
@@ -208,7 +224,7 @@ pub(super) async fn step(r: &mut Reconcile, migration: &Migration) -> Step<Asses
         }
         Err(e) => return Err(e.into()),
     };
-    let assessment = match assess(migration, &ledger) {
+    let assessment = match assess(migration, &ledger, r.context.tenancy.allowed_endpoints()) {
         Ok(a) => a,
         Err(invalid) => {
             r.status.problems = bounded_problems(&invalid.problems);
@@ -282,13 +298,14 @@ mod tests {
             last_migrated_release: Some("v1.16.2".into()),
             ..Ledger::default()
         };
-        let a = assess(&m, &ledger).map_err(|e| e.message());
+        let a = assess(&m, &ledger, &AllowedEndpoints::everything()).map_err(|e| e.message());
         assert_eq!(
             a.map(|a| a.context.last_migrated.map(|r| r.to_string())),
             Ok(Some("v1.16.2".into())),
             "the ledger's release wins over installedRelease"
         );
-        let a = assess(&m, &Ledger::default()).map_err(|e| e.message());
+        let a = assess(&m, &Ledger::default(), &AllowedEndpoints::everything())
+            .map_err(|e| e.message());
         assert_eq!(
             a.map(|a| a.context.last_migrated.map(|r| r.to_string())),
             Ok(Some("v1.17.3".into())),
@@ -305,7 +322,7 @@ mod tests {
                 serde_json::json!({"subscriptions": ["ox-connector"]}),
             ),
         ]);
-        let Err(invalid) = assess(&m, &Ledger::default()) else {
+        let Err(invalid) = assess(&m, &Ledger::default(), &AllowedEndpoints::everything()) else {
             panic!("must be invalid")
         };
         let codes: Vec<String> = invalid

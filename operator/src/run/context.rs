@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Client, Resource};
 use stagehand_actions::action::{StopSender, StopSignal};
+use stagehand_config::AllowedEndpoints;
 use tokio::sync::watch;
 use tracing::warn;
 
@@ -43,6 +44,8 @@ pub struct Tenancy {
     config: kube::Config,
     /// `--default-service-account`.
     default_service_account: Option<String>,
+    /// `--allowed-endpoints`: the network endpoints a run's declarations may name.
+    allowed_endpoints: AllowedEndpoints,
     /// One client per impersonated identity, built once.
     clients: Arc<Mutex<HashMap<String, Client>>>,
 }
@@ -51,6 +54,7 @@ impl std::fmt::Debug for Tenancy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Tenancy")
             .field("default_service_account", &self.default_service_account)
+            .field("allowed_endpoints", &self.allowed_endpoints.describe())
             .finish_non_exhaustive()
     }
 }
@@ -89,8 +93,21 @@ impl Tenancy {
         Self {
             config,
             default_service_account: default_service_account.filter(|s| !s.is_empty()),
+            allowed_endpoints: AllowedEndpoints::everything(),
             clients: Arc::default(),
         }
+    }
+
+    /// The same tenancy, allowing runs only the endpoints `allowed` matches.
+    #[must_use]
+    pub fn with_allowed_endpoints(mut self, allowed: AllowedEndpoints) -> Self {
+        self.allowed_endpoints = allowed;
+        self
+    }
+
+    /// The endpoints a run's declarations may name (`--allowed-endpoints`).
+    pub fn allowed_endpoints(&self) -> &AllowedEndpoints {
+        &self.allowed_endpoints
     }
 
     /// The user a run in `namespace` whose Migration names `service_account` acts as (pure);

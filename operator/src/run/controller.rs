@@ -37,7 +37,7 @@ async fn reconcile_migration(
     let api: Api<Migration> = Api::namespaced(context.client.clone(), &namespace);
     let history = History::of(&context.client, &migration);
     let (reason, lines, problems, ledger) = match history.ensure(migration.status.as_ref()).await {
-        Ok(ledger) => match assess(&migration, &ledger) {
+        Ok(ledger) => match assess(&migration, &ledger, context.tenancy.allowed_endpoints()) {
             Ok(a) => {
                 publish_warnings(&context, &migration, &a.warnings).await;
                 ("Valid", Vec::new(), Vec::new(), Some(ledger))
