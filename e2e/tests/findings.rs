@@ -11,14 +11,12 @@
 //!   findings are approved as found completes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
 use stagehand_e2e::slapd::{BASE_DN, ROOT_PASSWORD, Slapd, SlapdOptions};
 use stagehand_e2e::{
-    Scene, apply, condition, create_secret, get, kubectl, ok, stagehand, stderr, stdout, wait,
-    wait_for,
+    Scene, apply, condition, create_secret, get, kubectl, ok, reason_becomes, stagehand, stderr,
+    stdout, wait,
 };
 
 const ALICE_UUID: &str = "00000001-0000-4000-8000-000000000001";
@@ -171,17 +169,10 @@ async fn a_dry_runs_findings_outlive_the_run_and_stagehand_report_prints_them() 
     );
 }
 
-/// Waits until `run` waits for approval and returns it.
+/// Waits until `run` waits for approval and returns it. A run the operator has not reached yet
+/// has no conditions: that is "not yet", never a failure.
 async fn awaiting(ns: &str, run: &str) -> Value {
-    wait_for(
-        &format!("{run} awaiting approval"),
-        Duration::from_secs(60),
-        || async {
-            let obj = get(ns, run);
-            (condition(&obj, "Ready")["reason"] == "AwaitingApproval").then_some(obj)
-        },
-    )
-    .await
+    reason_becomes(ns, run, "AwaitingApproval").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
