@@ -252,7 +252,10 @@ struct ClusterObjects(Vec<String>);
 impl Drop for ClusterObjects {
     fn drop(&mut self) {
         for what in &self.0 {
-            let _ = kubectl(&["delete", what, "--ignore-not-found", "--wait=false"]);
+            let mut args = vec!["delete"];
+            args.extend(what.split(' '));
+            args.extend(["--ignore-not-found", "--wait=false"]);
+            let _ = kubectl(&args);
         }
     }
 }
@@ -340,6 +343,14 @@ fn install_rbac(ns: &str, values: &[&str], edit: impl Fn(&mut Value)) -> (String
             .to_string();
         match kind.as_str() {
             "ServiceAccount" => account = Some(name),
+            // The CRD check's Events about cluster-scoped objects, in namespace default:
+            // outside the test's namespace, so removed with the cluster-wide ones.
+            "Role" | "RoleBinding" if v["metadata"]["namespace"] == "default" => {
+                cluster.push(format!(
+                    "{}/{name} --namespace=default",
+                    kind.to_lowercase()
+                ));
+            }
             "Role" | "RoleBinding" => {}
             "ClusterRole" | "ClusterRoleBinding" => {
                 cluster.push(format!("{}/{name}", kind.to_lowercase()));
@@ -440,6 +451,27 @@ async fn the_operator_under_the_chart_s_service_account_runs_a_workload_scale() 
     wait(&ns.name, "migrationrun/pre", "Ready");
     let sts = get(&ns.name, "statefulset/ox-connector");
     assert_eq!(sts["spec"]["replicas"], 0, "{sts}");
+    // The CRD check's Warning Event Degraded is about a cluster-scoped CRD, so it lives in
+    // namespace default: a namespaced install may write Events there, and nowhere else
+    // outside its namespace.
+    let as_operator = format!("--as=system:serviceaccount:{}:{account}", ns.name);
+    let can_event = |namespace: &str| {
+        let out = kubectl(&[
+            "auth",
+            "can-i",
+            "create",
+            "events.events.k8s.io",
+            "-n",
+            namespace,
+            &as_operator,
+        ]);
+        stdout(&out).trim() == "yes"
+    };
+    assert!(can_event("default"), "the Degraded Event of the CRD check");
+    assert!(
+        !can_event("kube-system"),
+        "Events only where the operator needs them"
+    );
     let _ = std::fs::remove_file(&config);
 }
 
