@@ -245,6 +245,8 @@ impl Failed {
 /// A whole response.
 struct Answer {
     status: StatusCode,
+    /// The `Content-Type` header, for what a message may quote (`http::quoted_body`).
+    content_type: Option<String>,
     body: Vec<u8>,
 }
 
@@ -554,6 +556,11 @@ impl HandoverStore {
             .await
             .map_err(|e| self.transport(op, key, e))?;
         let status = response.status();
+        let content_type = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
         let limit = AnswerLimit {
             bytes: MAX_OBJECT_BYTES as u64,
             raise: "nothing: a handover is never that large",
@@ -570,7 +577,11 @@ impl HandoverStore {
                     limit: MAX_OBJECT_BYTES,
                 }),
             })?;
-        Ok(Answer { status, body })
+        Ok(Answer {
+            status,
+            content_type,
+            body,
+        })
     }
 
     /// A transport error, without the (signed) URL. Transient unless it is a timeout (which
@@ -624,7 +635,16 @@ impl HandoverStore {
     fn failure(&self, op: Op, key: &str, answer: &Answer) -> HandoverError {
         let (code, message) = s3_error(&answer.body);
         let code = code.unwrap_or_default();
-        let message = message.unwrap_or_default();
+        // The store's own message, as the one rule for quoting an answer allows (only an error
+        // status; at most QUOTED_BODY_CHARS): never a redirect's.
+        let message = if answer.status.is_client_error() || answer.status.is_server_error() {
+            crate::text::one_line(
+                &message.unwrap_or_default(),
+                crate::clients::http::QUOTED_BODY_CHARS,
+            )
+        } else {
+            String::new()
+        };
         if code == "NoSuchBucket" {
             return HandoverError::NoSuchBucket {
                 endpoint: self.endpoint.clone(),
@@ -677,13 +697,13 @@ impl HandoverStore {
                 "{message} (the bucket is served elsewhere: check objectStore.endpoint, objectStore.region and objectStore.pathStyle)"
             )
         } else if code.is_empty() {
-            let body: String = String::from_utf8_lossy(&answer.body)
-                .chars()
-                .take(200)
-                .collect();
             format!(
                 "no S3 error document in the answer, is objectStore.endpoint an S3 API? {}",
-                body.trim()
+                crate::clients::http::quoted_body(
+                    answer.status,
+                    answer.content_type.as_deref(),
+                    &String::from_utf8_lossy(&answer.body),
+                )
             )
         } else {
             message
@@ -845,6 +865,7 @@ mod tests {
             let body = format!("<Error><Code>{code}</Code><Message>m</Message></Error>");
             let answer = Answer {
                 status: StatusCode::from_u16(status).unwrap(),
+                content_type: Some("application/xml".into()),
                 body: body.into_bytes(),
             };
             let e = store.failure(Op::Get, "k.yaml", &answer);
@@ -877,5 +898,41 @@ mod tests {
             ActionError::from(HandoverError::Document("not YAML".into())),
             ActionError::InvalidAnswer(_)
         ));
+
+        // What reaches the run's status of an answer (http::quoted_body's rule): the store's
+        // message of an error, at most 200 characters; never a redirect's, never a body that is
+        // not text.
+        let text = |status: u16, content_type: &str, body: &str| {
+            let answer = Answer {
+                status: StatusCode::from_u16(status).unwrap(),
+                content_type: Some(content_type.into()),
+                body: body.as_bytes().to_vec(),
+            };
+            store.failure(Op::Get, "k.yaml", &answer).to_string()
+        };
+        let long = "x".repeat(500);
+        let capped = text(
+            500,
+            "application/xml",
+            &format!("<Error><Code>InternalError</Code><Message>{long}</Message></Error>"),
+        );
+        assert!(
+            capped.contains(&format!("{}...", "x".repeat(200))),
+            "{capped}"
+        );
+        assert!(!capped.contains(&"x".repeat(201)), "{capped}");
+        let redirect = text(
+            301,
+            "application/xml",
+            "<Error><Code>PermanentRedirect</Code><Message>secret-detail</Message></Error>",
+        );
+        assert!(!redirect.contains("secret-detail"), "{redirect}");
+        assert!(
+            redirect.contains("check objectStore.endpoint"),
+            "{redirect}"
+        );
+        let binary = text(500, "application/octet-stream", "secret-page");
+        assert!(!binary.contains("secret-page"), "{binary}");
+        assert!(binary.contains("not quoted"), "{binary}");
     }
 }

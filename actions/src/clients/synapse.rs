@@ -13,8 +13,8 @@ use sha1::Sha1;
 
 use crate::action::{ActionError, SecretValue};
 use crate::clients::http::{
-    AnswerLimit, HttpTls, MIB, ReadError, api_url, body_text, client_builder, read_capped,
-    transport_failure, without_credentials,
+    AnswerLimit, HttpTls, MIB, QUOTED_BODY_CHARS, ReadError, api_url, body_text, client_builder,
+    quoted_body, read_capped, transport_failure, unquotable, without_credentials,
 };
 use crate::text::one_line;
 
@@ -82,6 +82,8 @@ pub struct SynapseAdmin {
 /// What answered a request, read whole.
 struct Answer {
     status: StatusCode,
+    /// The `Content-Type` header, for what a message may quote ([`quoted_body`]).
+    content_type: Option<String>,
     body: String,
 }
 
@@ -158,6 +160,11 @@ impl SynapseAdmin {
         };
         let response = request.send().await.map_err(|e| unavailable(&e))?;
         let status = response.status();
+        let content_type = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
         let body = read_capped(response, self.limit, &what)
             .await
             .map_err(|e| match e {
@@ -166,12 +173,18 @@ impl SynapseAdmin {
             })?;
         Ok(Answer {
             status,
+            content_type,
             body: body_text(body),
         })
     }
 
-    /// The server's `error` (or the body) of an answer that is not a success, for a message.
+    /// The server's `error` (or the body) of an answer that is not a success, for a message:
+    /// only of an error answer of a textual type, at most [`QUOTED_BODY_CHARS`] (the rule of
+    /// [`quoted_body`]); otherwise why it is not quoted.
     fn detail(answer: &Answer) -> String {
+        if let Some(why) = unquotable(answer.status, answer.content_type.as_deref()) {
+            return format!("(the body is not quoted: {why})");
+        }
         let error = serde_json::from_str::<serde_json::Value>(&answer.body)
             .ok()
             .and_then(|v| {
@@ -185,7 +198,10 @@ impl SynapseAdmin {
                     (c, t) => c.or(t),
                 }
             });
-        one_line(&error.unwrap_or_else(|| answer.body.clone()), 300)
+        one_line(
+            &error.unwrap_or_else(|| answer.body.clone()),
+            QUOTED_BODY_CHARS,
+        )
     }
 
     /// A registration nonce. Any answer but a nonce means the endpoint is off (authentication
@@ -213,7 +229,7 @@ impl SynapseAdmin {
                 ActionError::InvalidAnswer(format!(
                     "Synapse at {}: GET {url} answered no nonce: {}",
                     self.base,
-                    one_line(&answer.body, 200)
+                    quoted_body(answer.status, answer.content_type.as_deref(), &answer.body)
                 ))
             })
     }
@@ -307,6 +323,30 @@ impl SynapseAdmin {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_an_error_answer_of_a_textual_type_is_quoted_and_at_most_200_characters() {
+        let answer = |status: u16, content_type: &str, body: &str| Answer {
+            status: StatusCode::from_u16(status).unwrap(),
+            content_type: Some(content_type.into()),
+            body: body.into(),
+        };
+        assert_eq!(
+            SynapseAdmin::detail(&answer(
+                500,
+                "application/json",
+                r#"{"errcode":"M_UNKNOWN","error":"boom"}"#
+            )),
+            "M_UNKNOWN: boom"
+        );
+        let long = SynapseAdmin::detail(&answer(502, "text/plain", &"y".repeat(500)));
+        assert_eq!(long, format!("{}...", "y".repeat(200)));
+        let redirect = SynapseAdmin::detail(&answer(302, "text/html", "secret login page"));
+        assert!(!redirect.contains("secret"), "{redirect}");
+        assert!(redirect.contains("not quoted"), "{redirect}");
+        let binary = SynapseAdmin::detail(&answer(500, "application/octet-stream", "secret"));
+        assert!(!binary.contains("secret"), "{binary}");
+    }
 
     #[test]
     fn the_mac_is_hmac_sha1_over_the_nul_separated_fields() {
