@@ -191,29 +191,50 @@ impl Drop for Helm {
     }
 }
 
-/// `helm install` (or `upgrade`) of the chart as release `name` with `--wait`.
-fn helm_apply(
+/// The recipes of docs/gitops.md "Helm 4" and "Helm 3", which these tests execute.
+const HELM4_RECIPE: &str = "deploy/gitops/helm/helm4.sh";
+const HELM3_RECIPE: &str = "deploy/gitops/helm/helm3.sh";
+
+/// The arguments after `helm` of the recipe file `recipe` (its one `helm` command, `\`
+/// continuations joined, comments left out), with the values the docs use for a user's
+/// deployment replaced by the test's: the namespace `opendesk`, the values file
+/// `migrations-pre.yaml` and the value of `--timeout`.
+fn recipe_args(recipe: &str, ns: &str, values: &Path, timeout: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(root().join(recipe)).unwrap();
+    let command = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .collect::<Vec<_>>()
+        .join("\n")
+        .replace("\\\n", " ");
+    let mut words = command.split_whitespace();
+    assert_eq!(words.next(), Some("helm"), "{recipe} runs no helm command");
+    let mut args = Vec::new();
+    let mut after_timeout = false;
+    for word in words {
+        args.push(match word {
+            _ if after_timeout => timeout.to_string(),
+            "opendesk" => ns.to_string(),
+            "migrations-pre.yaml" => values.display().to_string(),
+            other => other.to_string(),
+        });
+        after_timeout = word == "--timeout";
+    }
+    args
+}
+
+/// The recipe `recipe` run with helm `bin`: `helm upgrade --install` of the chart as release
+/// `migrations-pre`.
+fn helm_recipe(
     bin: &Path,
     dir: &Path,
-    verb: &str,
-    name: &str,
+    recipe: &str,
     ns: &str,
     values: &Path,
     timeout: &str,
 ) -> Command {
     let mut cmd = helm_command(bin, dir);
-    cmd.args([
-        verb,
-        name,
-        CHART,
-        "--namespace",
-        ns,
-        "--wait",
-        "--timeout",
-        timeout,
-        "-f",
-    ])
-    .arg(values);
+    cmd.args(recipe_args(recipe, ns, values, timeout));
     cmd
 }
 
@@ -238,15 +259,7 @@ async fn helm4_install_wait_waits_for_the_run_while_the_operator_is_stopped() {
     let values = values(&dir, "pre", "pre", true, &[scale("ox-connector", 0, true)]);
 
     let mut helm = Helm::spawn(
-        helm_apply(
-            &helm4,
-            &dir,
-            "install",
-            "migrations-pre",
-            &ns.name,
-            &values,
-            "120s",
-        ),
+        helm_recipe(&helm4, &dir, HELM4_RECIPE, &ns.name, &values, "120s"),
         dir.join("helm.out"),
     );
     let run_name = "migrations-pre-pre-1";
@@ -347,15 +360,7 @@ async fn helm4_install_wait_fails_fast_on_a_failed_run_with_its_message() {
     );
     let _operator = ns.start_operator();
     let mut helm = Helm::spawn(
-        helm_apply(
-            &helm4,
-            &dir,
-            "install",
-            "migrations-pre",
-            &ns.name,
-            &values,
-            "180s",
-        ),
+        helm_recipe(&helm4, &dir, HELM4_RECIPE, &ns.name, &values, "180s"),
         dir.join("helm.out"),
     );
     let status = helm.wait(Duration::from_secs(170));
@@ -428,15 +433,7 @@ async fn a_redeployment_creates_a_new_run_tagged_actions_once_untagged_every_tim
             }
         }
         let mut helm = Helm::spawn(
-            helm_apply(
-                &helm4,
-                &dir,
-                verb,
-                "migrations-pre",
-                &ns.name,
-                &values,
-                "120s",
-            ),
+            helm_recipe(&helm4, &dir, HELM4_RECIPE, &ns.name, &values, "120s"),
             dir.join(format!("helm-{verb}.out")),
         );
         let status = helm.wait(Duration::from_secs(130));
@@ -513,15 +510,23 @@ async fn helm3_install_wait_does_not_wait_for_the_run_the_hook_job_does() {
 
     // The pitfall: no operator, yet helm 3 `--wait` reports success.
     let mut helm = Helm::spawn(
-        helm_apply(
-            &helm3,
-            &dir,
-            "install",
-            "migrations-pre",
-            &ns.name,
-            &values,
-            "120s",
-        ),
+        {
+            // Not the recipe: what a user of Helm 3 might try first.
+            let mut cmd = helm_command(&helm3, &dir);
+            cmd.args([
+                "install",
+                "migrations-pre",
+                CHART,
+                "--namespace",
+                &ns.name,
+                "--wait",
+                "--timeout",
+                "120s",
+                "-f",
+            ])
+            .arg(&values);
+            cmd
+        },
         dir.join("helm3.out"),
     );
     let status = helm.wait(Duration::from_secs(60));
@@ -539,19 +544,22 @@ async fn helm3_install_wait_does_not_wait_for_the_run_the_hook_job_does() {
     );
 
     // The hook Job the chart renders for Helm 3.
+    // The recipe (docs/gitops.md "Helm 3"), rendered instead of installed: `template` for
+    // `upgrade --install`.
+    let mut args = recipe_args(HELM3_RECIPE, &ns.name, &values, "120s");
+    assert_eq!(
+        &args[..2],
+        ["upgrade", "--install"],
+        "{HELM3_RECIPE}: {args:?}"
+    );
+    args.splice(..2, ["template".to_string()]);
+    let job_timeout = args
+        .iter()
+        .find_map(|a| a.strip_prefix("wait.job.timeout="))
+        .unwrap_or_else(|| panic!("{HELM3_RECIPE} sets no wait.job.timeout: {args:?}"))
+        .to_string();
     let mut template = helm_command(&helm3, &dir);
-    template
-        .args([
-            "template",
-            "migrations-pre",
-            CHART,
-            "--namespace",
-            &ns.name,
-            "--set",
-            "wait.job.enabled=true",
-            "-f",
-        ])
-        .arg(&values);
+    template.args(&args);
     let rendered = ok("helm template", &template.output().unwrap());
     let job = serde_yaml::Deserializer::from_str(&rendered)
         .map(|d| serde_json::to_value(serde_yaml::Value::deserialize(d).unwrap()).unwrap())
@@ -570,7 +578,7 @@ async fn helm3_install_wait_does_not_wait_for_the_run_the_hook_job_does() {
             "--namespace",
             ns.name,
             "--timeout",
-            "4m"
+            job_timeout
         ]),
         "{job}"
     );
