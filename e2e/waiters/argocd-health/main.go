@@ -8,6 +8,9 @@
 //	                           of each object taken from DIR/<group>/<Kind>/health.lua
 //	argocd-health test DIR     every DIR/**/health_test.yaml, like upstream's
 //	                           TestLuaHealthScript; exit 1 listing every mismatch
+//	argocd-health sync ... DIR one Argo CD sync of the manifests under DIR against the
+//	                           cluster of $KUBECONFIG with gitops-engine's sync code and
+//	                           argocd-cm's health checks (sync.go)
 //
 // The scripts are installed the way an argocd-cm override is
 // (resource.customizations.health.<group>_<Kind>), that is without
@@ -39,11 +42,14 @@ type result struct {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: argocd-health --dir DIR < objects.json | argocd-health test DIR")
+	fmt.Fprintln(os.Stderr, "usage: argocd-health --dir DIR < objects.json | argocd-health test DIR | argocd-health sync ... DIR")
 	os.Exit(2)
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "sync" {
+		os.Exit(syncCommand(os.Args[2:], os.Stdout))
+	}
 	if len(os.Args) != 3 {
 		usage()
 	}
