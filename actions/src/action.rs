@@ -13,6 +13,8 @@ use serde::de::DeserializeOwned;
 use stagehand_config::{ConfigIssue, ObjectStore};
 use tokio::sync::watch;
 
+pub use crate::progress::Progress;
+
 /// A typed action config: what a declaration's `config` is read as. Configs reject unknown
 /// keys (`deny_unknown_fields`) and carry the defaults the openDesk reference shows.
 pub trait ActionConfig: DeserializeOwned + JsonSchema {
@@ -98,6 +100,10 @@ pub struct ActionContext {
     /// verified): each is logged as a warning when recorded; the operator puts them in the
     /// action's summary (`Warning: ...` lines) and on the run as Warning Events.
     pub warnings: Warnings,
+    /// How far the action is inside its work: an action that touches more than a handful of
+    /// objects names each phase and counts what it did ([`Progress`]); the operator writes
+    /// it to the run's status every few seconds.
+    pub progress: Progress,
 }
 
 /// The warnings of one action's execution (the one path for an insecure setting to reach the

@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use stagehand_config::{ConfigIssue, Endpoint, Needs};
 
 use crate::action::ActionConfig;
-use crate::action::{Action, ActionContext, ActionError, Outcome, StopSignal};
+use crate::action::{Action, ActionContext, ActionError, Outcome, Progress, StopSignal};
 use crate::clients::redis::{Delete, PASSWORD_FILE, Redis, Session, SweepError};
 use crate::clients::tls::ca_bundle_issue;
 use crate::shared_config::needs_secrets;
@@ -139,7 +139,12 @@ impl Action for Config {
             let result = async {
                 let started = Instant::now();
                 let sweep = session
-                    .sweep(&redis.key_pattern, Delete::Nothing, &ctx.stop)
+                    .sweep(
+                        &redis.key_pattern,
+                        Delete::Nothing,
+                        &ctx.stop,
+                        &Progress::default(),
+                    )
                     .await
                     .map_err(|e| e.error)?;
                 Ok::<_, ActionError>((sweep, started.elapsed()))
@@ -175,7 +180,7 @@ impl Action for Config {
         Box::pin(async move {
             let redis = &self.redis;
             let (session, _) = open_proven(redis, ctx).await?;
-            let result = apply_with(&session, redis, &ctx.stop).await;
+            let result = apply_with(&session, redis, &ctx.stop, &ctx.progress).await;
             session.close().await;
             result.map(Outcome::new)
         })
@@ -251,6 +256,7 @@ async fn apply_with(
     session: &Session,
     redis: &Redis,
     stop: &StopSignal,
+    progress: &Progress,
 ) -> Result<String, ActionError> {
     let pattern = &redis.key_pattern;
     let target = &session.target;
@@ -262,13 +268,23 @@ async fn apply_with(
         ),
     };
     let started = Instant::now();
+    progress.phase(
+        format!("deleting the keys matching {pattern:?} (SCAN and UNLINK)"),
+        None,
+        "keys",
+    );
     let first = session
-        .sweep(pattern, Delete::All, stop)
+        .sweep(pattern, Delete::All, stop, progress)
         .await
         .map_err(|e| interrupted(e, 0))?;
     let deleting = started.elapsed();
+    progress.phase(
+        format!("verifying with a full SCAN that no key matching {pattern:?} is left"),
+        None,
+        "keys deleted again",
+    );
     let verify = session
-        .sweep(pattern, Delete::Only(&first.seen), stop)
+        .sweep(pattern, Delete::Only(&first.seen), stop, progress)
         .await
         .map_err(|e| interrupted(e, first.deleted))?;
     let verifying = started.elapsed() - deleting;

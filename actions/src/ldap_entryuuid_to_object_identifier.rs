@@ -347,8 +347,15 @@ impl Action for Config {
     fn apply<'a>(&'a self, ctx: &'a ActionContext) -> BoxFuture<'a, Result<Outcome, ActionError>> {
         Box::pin(async move {
             let dir = self.ldap.directory(ctx).await?;
-            self.apply_until(dir.as_ref(), &ctx.stop, ctx.approved_findings.as_ref())
-                .await
+            ctx.progress.step(format!(
+                "rewriting {IDENTIFIER} below {} (one batch)",
+                self.ldap.base_dn
+            ));
+            let out = self
+                .apply_until(dir.as_ref(), &ctx.stop, ctx.approved_findings.as_ref())
+                .await;
+            ctx.progress.step("done");
+            out
         })
     }
 

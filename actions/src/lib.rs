@@ -7,8 +7,9 @@
 //!
 //! 1. The ground floor: [`action`], the contract every action implements (its typed config,
 //!    planning and apply, what it runs against), and the helpers of the actions, [`batch`]
-//!    (bounded concurrent requests), [`text`] (message wording) and [`check`] (a config read
-//!    against its schema). They import nothing but each other.
+//!    (bounded concurrent requests), [`text`] (message wording), [`check`] (a config read
+//!    against its schema) and [`progress`] (how far an action is inside its work). They
+//!    import nothing but each other.
 //! 2. [`clients`]: the protocol clients (HTTP, LDAP, OX SOAP, UDM REST, S3, Redis, TLS,
 //!    Kubernetes workloads). A client imports the ground floor and other clients, never an
 //!    action and never `shared_config`.
@@ -37,6 +38,7 @@ pub mod fuzzing;
 pub mod ldap_entryuuid_to_object_identifier;
 pub mod ox_connector_restart;
 pub mod ox_names_to_object_identifier;
+pub mod progress;
 pub mod provisioning_drop_subscriptions;
 pub mod shared_config;
 pub mod synapse_deactivate_orphaned_users;

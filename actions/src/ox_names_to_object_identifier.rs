@@ -42,7 +42,7 @@ use serde::{Deserialize, Serialize};
 use stagehand_config::{ConfigIssue, Endpoint, Needs};
 
 use crate::action::ActionConfig;
-use crate::action::{Action, ActionContext, ActionError, Outcome, StopSignal};
+use crate::action::{Action, ActionContext, ActionError, Outcome, Progress, StopSignal};
 use crate::batch::run_bounded;
 use crate::clients::IDENTIFIER;
 use crate::clients::ldap::{Directory, Entry};
@@ -617,6 +617,18 @@ impl Config {
         ox: &OxClient,
         stop: &StopSignal,
     ) -> Result<Outcome, ActionError> {
+        self.apply_reporting(dir, ox, stop, &Progress::default())
+            .await
+    }
+
+    /// [`Config::apply_until`], counting the renames made in `progress`.
+    async fn apply_reporting(
+        &self,
+        dir: &dyn Directory,
+        ox: &OxClient,
+        stop: &StopSignal,
+        reporter: &Progress,
+    ) -> Result<Outcome, ActionError> {
         if self.dry_run {
             let planned = self.plan_on(dir, ox).await?;
             return Ok(Outcome::new(format!(
@@ -624,6 +636,7 @@ impl Config {
                 planned.summary
             )));
         }
+        reporter.step("reading the IAM and OX App Suite");
         let s = self.survey(dir, ox).await?;
         let total = s.renames();
         if total == 0 {
@@ -645,18 +658,27 @@ impl Config {
                 })
             })
             .collect();
+        reporter.phase(
+            "renaming users and groups in OX App Suite",
+            Some(total as u64),
+            "renames",
+        );
         let batch = run_bounded(
             stream::iter(&jobs),
             RENAMES_IN_FLIGHT,
             stop,
             |job| async move {
-                match job.kind {
+                let r = match job.kind {
                     Kind::User => ox.rename_user(job.ctx, job.rename.id, &job.rename.to).await,
                     Kind::Group => {
                         ox.rename_group(job.ctx, job.rename.id, &job.rename.to)
                             .await
                     }
+                };
+                if r.is_ok() {
+                    reporter.add(1);
                 }
+                r
             },
         )
         .await;
@@ -669,6 +691,7 @@ impl Config {
         if let Some((i, first)) = batch.into_first_failure() {
             return Err(self.rename_failed(ox, &jobs[i], first, &progress));
         }
+        reporter.step("reading the renamed objects back");
         self.verify(ox, &jobs).await?;
         let users: usize = s.contexts.iter().map(|c| c.users.renames.len()).sum();
         Ok(Outcome::new(format!(
@@ -782,7 +805,8 @@ impl Action for Config {
         Box::pin(async move {
             let ox = self.ox_client(ctx)?;
             let dir = self.ldap.directory(ctx).await?;
-            self.apply_until(dir.as_ref(), &ox, &ctx.stop).await
+            self.apply_reporting(dir.as_ref(), &ox, &ctx.stop, &ctx.progress)
+                .await
         })
     }
 

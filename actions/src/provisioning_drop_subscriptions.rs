@@ -203,10 +203,16 @@ impl Action for Config {
             let existing = self.existing(&api).await?;
             let mut dropped = Vec::new();
             let mut gone = Vec::new();
+            ctx.progress.phase(
+                "dropping subscriptions",
+                Some(self.subscriptions.len() as u64),
+                "subscriptions",
+            );
             for name in &self.subscriptions {
                 if !existing.iter().any(|e| e == name) {
                     tracing::info!(subscription = %name, "subscription already gone");
                     gone.push(name.as_str());
+                    ctx.progress.add(1);
                     continue;
                 }
                 // The safe point: the request before this one was answered.
@@ -224,6 +230,7 @@ impl Action for Config {
                     tracing::info!(subscription = %name, "subscription already gone");
                     gone.push(name.as_str());
                 }
+                ctx.progress.add(1);
             }
             Ok(Outcome::new(summary(
                 "dropped",

@@ -695,9 +695,15 @@ impl Config {
                 )));
             }
         }
+        ctx.progress.phase(
+            format!("removing the legacy hashes ({NT_TOOL}, then {KRB5_TOOL})"),
+            Some(2),
+            "tools run",
+        );
         let nt_out = self.run(runner, NT_TOOL, false).await?;
         let nt = all_done(NT_TOOL, read_nt(&nt_out, true)?, &nt_out)?;
         let nt_done = nt.changed.iter().filter(|o| o.done).count();
+        ctx.progress.add(1);
         ctx.stop.check().map_err(|e| {
             e.after(Some(format!(
                 "{NT_TOOL} removed sambaNTPassword from {}; {KRB5_TOOL} has not run, a rerun runs it",
@@ -713,7 +719,10 @@ impl Config {
             })
         })?;
         let krb5 = all_done(KRB5_TOOL, read_krb5(&krb5_out, true)?, &krb5_out)?;
+        ctx.progress.add(1);
         let done = Survey { nt, krb5 };
+        ctx.progress
+            .step("checking with the tools' dry runs that nothing is left");
         let after = self.survey(runner).await?;
         if !after.nothing_left() {
             let left: Vec<String> = after

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// The ground floor: the contract every action implements and the helpers of the actions.
-const FLOOR: [&str; 4] = ["action", "batch", "check", "text"];
+const FLOOR: [&str; 5] = ["action", "batch", "check", "progress", "text"];
 /// The rooms every action may import besides the floor.
 const SHARED: [&str; 2] = ["shared_config", "clients"];
 /// The rooms that may import anything: the registry and the fuzzing facade.

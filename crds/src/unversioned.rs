@@ -195,6 +195,27 @@ pub struct ActionStatus {
     /// list a person reviews: `stagehand report migrationrun/NAME` prints it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub findings: Option<FindingsStatus>,
+    /// How far the action is inside its work, as it last reported (written every few seconds
+    /// while it runs, and once when it ends). Absent for an action that reports none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<ActionProgress>,
+}
+
+/// How far an action is inside its work (docs/operator.md#progress).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ActionProgress {
+    /// What the action is doing, e.g. `deleting Functional Accounts`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub phase: String,
+    /// Objects done in this phase.
+    pub done: u64,
+    /// Objects the phase has in all, when the action knows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
+    /// What is counted (plural), e.g. `accounts`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub unit: String,
 }
 
 /// Where an action's findings are kept and what they count (docs/design.md#findings).
@@ -242,9 +263,15 @@ pub struct MigrationStatus {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MigrationRunStatus {
-    /// Finished declared actions over all declared actions, e.g. `3/7`.
+    /// Finished declared actions over all declared actions, e.g. `3/7`; while an action
+    /// reports progress, followed by its figure: `3/7 2,100/5,000 accounts`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<String>,
+    /// What the run is doing now, in one line: the running action and its phase, e.g.
+    /// `action 3 ox_functional_accounts_export: deleting Functional Accounts: 2,100/5,000
+    /// accounts`. Absent once the run ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_phase: Option<String>,
     /// The Migration's last migrated release when the run started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_migrated_release: Option<String>,

@@ -118,6 +118,12 @@ pub struct MigrationSpec {
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "Phase",
+        type_ = "string",
+        priority = 1,
+        json_path = ".status.currentPhase"
     )
 )]
 #[serde(rename_all = "camelCase")]

@@ -110,17 +110,23 @@ fn both_kinds_serve_two_versions_storing_v1beta1() {
 #[test]
 fn run_printer_columns() {
     let c = crd("MigrationRun");
-    let names: Vec<&str> = version(&c, "v1beta1")
-        .additional_printer_columns
-        .as_ref()
-        .unwrap()
-        .iter()
-        .map(|c| c.name.as_str())
-        .collect();
-    assert_eq!(
-        names,
-        ["Stage", "Release", "Ready", "Reason", "Progress", "Age"]
-    );
+    for v in ["v1alpha1", "v1beta1"] {
+        let columns = version(&c, v).additional_printer_columns.as_ref().unwrap();
+        let names: Vec<&str> = columns.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "Stage", "Release", "Ready", "Reason", "Progress", "Age", "Phase"
+            ],
+            "{v}"
+        );
+        // The running action's phase line is long: `kubectl get -o wide` only.
+        let phase = columns.iter().find(|c| c.name == "Phase").unwrap();
+        assert_eq!(phase.priority, Some(1), "{v}");
+        assert_eq!(phase.json_path, ".status.currentPhase", "{v}");
+        let progress = columns.iter().find(|c| c.name == "Progress").unwrap();
+        assert_eq!(progress.priority, None, "{v}");
+    }
 }
 
 #[test]

@@ -492,6 +492,7 @@ impl World {
             stop: Default::default(),
             approved_findings: None,
             warnings: stagehand_actions::action::Warnings::default(),
+            progress: Default::default(),
         };
         World {
             minio,

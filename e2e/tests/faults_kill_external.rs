@@ -237,6 +237,7 @@ async fn flush_intercom_sessions_survives_a_kill_at_every_point() {
         stop: Default::default(),
         approved_findings: None,
         warnings: stagehand_actions::action::Warnings::default(),
+        progress: Default::default(),
     };
     action.plan(&ctx).await.unwrap();
     action.apply(&ctx).await.unwrap();

@@ -250,6 +250,7 @@ async fn ldap_entryuuid_to_object_identifier_survives_a_kill_at_every_point() {
         stop: Default::default(),
         approved_findings: None,
         warnings: stagehand_actions::action::Warnings::default(),
+        progress: Default::default(),
     };
     action.plan(&ctx).await.unwrap();
     action.apply(&ctx).await.unwrap();

@@ -35,6 +35,7 @@ fn ctx(client: &Client, ns: &TestNamespace) -> ActionContext {
         stop: Default::default(),
         approved_findings: None,
         warnings: stagehand_actions::action::Warnings::default(),
+        progress: Default::default(),
     }
 }
 
@@ -363,6 +364,7 @@ subjects:
         stop: Default::default(),
         approved_findings: None,
         warnings: stagehand_actions::action::Warnings::default(),
+        progress: Default::default(),
     };
     for (id, config) in [
         (

@@ -50,6 +50,7 @@ fn ctx_with(password: Option<&str>) -> ActionContext {
         stop: Default::default(),
         approved_findings: None,
         warnings: stagehand_actions::action::Warnings::default(),
+        progress: Default::default(),
     }
 }
 
@@ -699,6 +700,7 @@ spec:
         stop: Default::default(),
         approved_findings: None,
         warnings: stagehand_actions::action::Warnings::default(),
+        progress: Default::default(),
     };
     let act = action(json!({}));
     let err = tokio::time::timeout(Duration::from_secs(60), act.plan(&ctx))

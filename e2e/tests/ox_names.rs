@@ -142,6 +142,7 @@ impl World {
             stop: Default::default(),
             approved_findings: None,
             warnings: stagehand_actions::action::Warnings::default(),
+            progress: Default::default(),
         }
     }
 

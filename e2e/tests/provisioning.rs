@@ -59,6 +59,7 @@ fn context(password: &str) -> ActionContext {
         stop: Default::default(),
         approved_findings: None,
         warnings: stagehand_actions::action::Warnings::default(),
+        progress: Default::default(),
     }
 }
 

@@ -1007,6 +1007,7 @@ async fn a_whole_run_through_the_kubernetes_exec_api() {
         stop: Default::default(),
         approved_findings: None,
         warnings: stagehand_actions::action::Warnings::default(),
+        progress: Default::default(),
     };
     let before = w.accounts();
     let captured = CapturedLogs::start();

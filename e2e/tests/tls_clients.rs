@@ -29,6 +29,7 @@ fn ctx(file: &str) -> ActionContext {
         stop: Default::default(),
         approved_findings: None,
         warnings: Default::default(),
+        progress: Default::default(),
     }
 }
 

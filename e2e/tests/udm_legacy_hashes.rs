@@ -261,6 +261,7 @@ fn ctx(scene: &Scene) -> ActionContext {
         stop: Default::default(),
         approved_findings: None,
         warnings: stagehand_actions::action::Warnings::default(),
+        progress: Default::default(),
     }
 }
 

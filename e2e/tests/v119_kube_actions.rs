@@ -38,6 +38,7 @@ fn ctx(client: &Client, ns: &str) -> ActionContext {
         stop: Default::default(),
         approved_findings: None,
         warnings: stagehand_actions::action::Warnings::default(),
+        progress: Default::default(),
     }
 }
 

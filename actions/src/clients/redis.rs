@@ -17,7 +17,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinSet;
 
-use crate::action::{ActionError, SecretValue, StopSignal, Warnings};
+use crate::action::{ActionError, Progress, SecretValue, StopSignal, Warnings};
 use crate::clients::tls;
 
 /// The Redis server, as the Intercom Service's `cache.intercomService` block configures it.
@@ -515,11 +515,14 @@ impl Session {
     /// Once `signal` asks to stop, each part stops before its next SCAN call (the safe point:
     /// the UNLINKs sent are awaited and counted) and the sweep answers
     /// [`ActionError::Stopped`] with what was deleted.
+    ///
+    /// Every UNLINK's count is added to `progress` as it is answered.
     pub async fn sweep(
         &self,
         pattern: &str,
         delete: Delete<'_>,
         signal: &StopSignal,
+        progress: &Progress,
     ) -> Result<Sweep, SweepError> {
         let stop = AtomicBool::new(false);
         let lanes = if matches!(delete, Delete::Nothing) {
@@ -543,6 +546,7 @@ impl Session {
                 },
                 &stop,
                 signal,
+                progress,
             )
         }))
         .await;
@@ -591,6 +595,7 @@ impl Session {
         mut part: Lane,
         stop: &AtomicBool,
         signal: &StopSignal,
+        progress: &Progress,
     ) -> Result<LaneSweep, SweepError> {
         let (lane, lanes) = (part.lane, part.lanes);
         let mut found = 0u64;
@@ -646,11 +651,15 @@ impl Session {
             }
             while unlinks.len() > UNLINKS_IN_FLIGHT {
                 if let Some(done) = unlinks.join_next().await {
-                    deleted += self.unlinked(done, &mut unlinks, deleted, stop).await?;
+                    deleted += self
+                        .unlinked(done, &mut unlinks, deleted, stop, progress)
+                        .await?;
                 }
             }
             while let Some(done) = unlinks.try_join_next() {
-                deleted += self.unlinked(done, &mut unlinks, deleted, stop).await?;
+                deleted += self
+                    .unlinked(done, &mut unlinks, deleted, stop, progress)
+                    .await?;
             }
             if lane_done(lane, lanes, next) {
                 break;
@@ -661,7 +670,9 @@ impl Session {
             self.spawn_unlink(&mut unlinks, batch);
         }
         while let Some(done) = unlinks.join_next().await {
-            deleted += self.unlinked(done, &mut unlinks, deleted, stop).await?;
+            deleted += self
+                .unlinked(done, &mut unlinks, deleted, stop, progress)
+                .await?;
         }
         Ok(part.done(found, deleted))
     }
@@ -679,9 +690,14 @@ impl Session {
         unlinks: &mut JoinSet<Result<i64, FredError>>,
         deleted_so_far: u64,
         stop: &AtomicBool,
+        progress: &Progress,
     ) -> Result<u64, SweepError> {
         let error = match done {
-            Ok(Ok(n)) => return Ok(u64::try_from(n).unwrap_or(0)),
+            Ok(Ok(n)) => {
+                let n = u64::try_from(n).unwrap_or(0);
+                progress.add(n);
+                return Ok(n);
+            }
             Ok(Err(e)) => self.failed("UNLINK", &e),
             Err(e) => ActionError::Failed(format!("{}: UNLINK task failed: {e}", self.target)),
         };

@@ -144,9 +144,12 @@ impl Action for Config {
             let client = ctx.client.clone();
             let crd = self.crd.clone();
             let options = self.options();
+            let progress = ctx.progress.clone();
             let runtime = tokio::runtime::Handle::current();
             let report = tokio::task::spawn_blocking(move || {
-                runtime.block_on(async move { rewrite::migrate(&client, &crd, &options).await })
+                runtime.block_on(async move {
+                    rewrite::migrate_reporting(&client, &crd, &options, &progress).await
+                })
             })
             .await
             .map_err(|e| {

@@ -20,7 +20,7 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, P
 use kube::{Client, Resource, ResourceExt};
 use tokio::sync::Mutex;
 
-use crate::action::StopSignal;
+use crate::action::{Progress, StopSignal};
 use crate::batch::run_bounded;
 use crate::text::plural;
 
@@ -240,6 +240,16 @@ pub async fn migrate(
     crd_name: &str,
     options: &MigrateOptions,
 ) -> Result<MigrateReport, StorageError> {
+    migrate_reporting(client, crd_name, options, &Progress::default()).await
+}
+
+/// [`migrate`], counting the objects rewritten (or found gone) in `progress`.
+pub async fn migrate_reporting(
+    client: &Client,
+    crd_name: &str,
+    options: &MigrateOptions,
+    progress: &Progress,
+) -> Result<MigrateReport, StorageError> {
     let crd = get_crd(client, crd_name).await?;
     let before = StorageState::of(&crd)?;
     if before.pending().is_empty() {
@@ -257,7 +267,18 @@ pub async fn migrate(
     let resource = ApiResource::from_gvk_with_plural(&gvk, &crd.spec.names.plural);
     let namespaced = crd.spec.scope == "Namespaced";
     let started = Instant::now();
-    let counters = Counters::default();
+    progress.phase(
+        format!(
+            "rewriting the {} objects through {}",
+            crd.spec.names.kind, before.storage
+        ),
+        None,
+        "objects",
+    );
+    let counters = Counters {
+        progress: progress.clone(),
+        ..Counters::default()
+    };
     rewrite_all(client, &resource, namespaced, options, &counters).await?;
     let elapsed = started.elapsed();
 
@@ -302,6 +323,8 @@ struct Counters {
     rewritten: AtomicU64,
     gone: AtomicU64,
     conflicts: AtomicU64,
+    /// Objects rewritten or gone, as the action's progress.
+    progress: Progress,
 }
 
 async fn rewrite_all(
@@ -402,10 +425,12 @@ async fn rewrite_one(
         match put_unchanged(client, &url, &name, &object).await {
             Ok(()) => {
                 counters.rewritten.fetch_add(1, Ordering::Relaxed);
+                counters.progress.add(1);
                 return Ok(());
             }
             Err(e) if is_status(&e, 404) => {
                 counters.gone.fetch_add(1, Ordering::Relaxed);
+                counters.progress.add(1);
                 return Ok(());
             }
             Err(e) if is_status(&e, 409) && attempt < attempts => {

@@ -41,7 +41,9 @@ use serde_json::Value;
 use stagehand_config::{ConfigIssue, Endpoint, HandoverRole, Needs};
 
 use crate::action::ActionConfig;
-use crate::action::{Action, ActionContext, ActionError, Outcome, RunIdentity, StopSignal};
+use crate::action::{
+    Action, ActionContext, ActionError, Outcome, Progress, RunIdentity, StopSignal,
+};
 use crate::batch::run_bounded;
 use crate::clients::IDENTIFIER;
 use crate::clients::ldap::dn::{norm_dn, parent_of};
@@ -294,6 +296,8 @@ struct Clients {
     /// The operator's stop: honoured before the handover write and at every safe point of the
     /// removal after it (see [`Config::remove`]).
     stop: StopSignal,
+    /// How far the export is.
+    progress: Progress,
 }
 
 impl Config {
@@ -318,6 +322,7 @@ impl Config {
             store,
             run: ctx.run.clone(),
             stop: ctx.stop.clone(),
+            progress: ctx.progress.clone(),
         })
     }
 
@@ -347,6 +352,8 @@ impl Config {
 
     /// Reads the store, the IAM and OX.
     async fn survey(&self, c: &Clients) -> Result<Survey, ActionError> {
+        c.progress
+            .step("reading the Functional Accounts, their users and OX App Suite");
         let contexts = self.check_access(c).await?;
         let existing = c.store.read_functional_accounts(self.key()).await?;
         let (accounts, objects) = self.read_iam(&c.udm).await?;
@@ -913,6 +920,7 @@ impl Config {
         // next run of the action. The removal after it stops at its own safe points (`remove`).
         c.stop.check()?;
         // 1. The handover, durable before anything is removed.
+        c.progress.step("writing the handover");
         let doc = self.document(&c.run, &s.accounts, &s.ox);
         let size = self.write_handover(&c.store, &doc).await?;
         let recorded = started.elapsed();
@@ -996,6 +1004,11 @@ impl Config {
                 })
                 .collect();
         let mailbox_jobs = jobs.len();
+        c.progress.phase(
+            "removing mailboxes in OX App Suite",
+            Some(mailbox_jobs as u64),
+            "mailboxes",
+        );
         let removed = run_bounded(
             futures::stream::iter(jobs),
             IN_FLIGHT,
@@ -1006,8 +1019,11 @@ impl Config {
                     .ox
                     .delete_secondary_account(ctx, &addr, AccountOwners::Everyone)
                     .await;
-                if let Err(e) = &r {
-                    tracing::warn!(context = ctx, address = %addr, error = %e, "removing the mailbox failed");
+                match &r {
+                    Ok(_) => c.progress.add(1),
+                    Err(e) => {
+                        tracing::warn!(context = ctx, address = %addr, error = %e, "removing the mailbox failed");
+                    }
                 }
                 r.map(|_| ())
             },
@@ -1035,6 +1051,12 @@ impl Config {
             .map_err(|e| stopped(e, gone_before, &ox_done))?;
 
         // 3. The UDM objects.
+        c.progress.phase(
+            "deleting Functional Accounts from the IAM",
+            Some(total as u64),
+            "accounts",
+        );
+        c.progress.set_done(gone_before as u64);
         let deleted = run_bounded(
             futures::stream::iter(s.objects.iter().zip(&s.accounts)),
             IN_FLIGHT,
@@ -1043,6 +1065,7 @@ impl Config {
                 match c.udm.delete(o.uri.as_str(), None).await {
                     Ok(existed) => {
                         tracing::info!(account = %a.name, dn = %o.dn, existed, "Functional Account deleted from the IAM");
+                        c.progress.add(1);
                         Ok(())
                     }
                     Err(e) => {
@@ -1074,6 +1097,7 @@ impl Config {
             .map_err(|e| stopped(e, total, &format!("{ox_done}; only the read-back is left")))?;
 
         // 4. Read back: OX, then the IAM.
+        c.progress.step("reading OX App Suite and the IAM back");
         self.read_back(&c.ox, recorded).await?;
         let gone: BTreeSet<String> = recorded
             .iter()
@@ -1374,6 +1398,7 @@ mod tests {
                 .unwrap(),
             run: RunIdentity::default(),
             stop,
+            progress: Progress::default(),
         }
     }
 

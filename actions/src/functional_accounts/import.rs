@@ -29,7 +29,7 @@ use serde_json::{Map, Value, json};
 use stagehand_config::{ConfigIssue, Endpoint, HandoverRole, Needs};
 
 use crate::action::ActionConfig;
-use crate::action::{Action, ActionContext, ActionError, Outcome, StopSignal};
+use crate::action::{Action, ActionContext, ActionError, Outcome, Progress, StopSignal};
 use crate::batch::run_bounded;
 use crate::clients::IDENTIFIER;
 use crate::clients::ldap::dn::norm_dn;
@@ -424,11 +424,24 @@ impl Config {
     }
 
     /// Waits up to `permissionWaitSeconds` for the permission; its identifier.
-    async fn wait_for_permission(&self, udm: &UdmClient) -> Result<String, ActionError> {
+    async fn wait_for_permission(
+        &self,
+        udm: &UdmClient,
+        progress: &Progress,
+    ) -> Result<String, ActionError> {
         let limit = Duration::from_secs(self.shared_accounts.permission_wait_seconds);
         let started = Instant::now();
         let mut logged = false;
+        progress.phase(
+            format!(
+                "waiting for the permission {:?} in the IAM",
+                self.shared_accounts.permission
+            ),
+            Some(limit.as_secs()),
+            "seconds",
+        );
         loop {
+            progress.set_done(started.elapsed().as_secs());
             if let Some(id) = self.permission(udm).await? {
                 if logged {
                     tracing::info!(
@@ -465,6 +478,7 @@ impl Config {
         udm: &UdmClient,
         store: &HandoverStore,
         stop: &StopSignal,
+        reporter: &Progress,
     ) -> Result<Outcome, ActionError> {
         if self.dry_run {
             let planned = self.plan_with(udm, store).await?;
@@ -474,10 +488,11 @@ impl Config {
             )));
         }
         let started = Instant::now();
+        reporter.step("reading the handover and the IAM");
         let s = self.survey(udm, store).await?;
         let permission = match &s.permission {
             Some(id) => id.clone(),
-            None => self.wait_for_permission(udm).await?,
+            None => self.wait_for_permission(udm, reporter).await?,
         };
         let waited = started.elapsed();
         let total = s.handover.accounts.len();
@@ -496,14 +511,22 @@ impl Config {
             });
         let to_create = s.to_create();
         let permission = permission.as_str();
+        reporter.phase(
+            "creating Shared Accounts",
+            Some(to_create as u64),
+            "accounts",
+        );
         let batch = run_bounded(
             futures::stream::iter(jobs),
             IN_FLIGHT,
             stop,
             |(a, name, links)| async move {
                 let r = self.create(udm, a, name, links, permission).await;
-                if let Err(e) = &r {
-                    tracing::warn!(account = %a.name, shared_account = %name, error = %e, "creating the Shared Account failed");
+                match &r {
+                    Ok(_) => reporter.add(1),
+                    Err(e) => {
+                        tracing::warn!(account = %a.name, shared_account = %name, error = %e, "creating the Shared Account failed");
+                    }
                 }
                 r
             },
@@ -526,6 +549,7 @@ impl Config {
         let created_at = started.elapsed();
 
         // Read back: every recorded account is a Shared Account with its identifier.
+        reporter.step("reading the Shared Accounts back");
         let now = udm
             .all_objects(SHARED_ACCOUNT, &self.ldap.base_dn, SHARED_PROPERTIES)
             .await?;
@@ -796,7 +820,8 @@ impl Action for Config {
     fn apply<'a>(&'a self, ctx: &'a ActionContext) -> BoxFuture<'a, Result<Outcome, ActionError>> {
         Box::pin(async move {
             let (udm, store) = self.clients(ctx)?;
-            self.apply_with(&udm, &store, &ctx.stop).await
+            self.apply_with(&udm, &store, &ctx.stop, &ctx.progress)
+                .await
         })
     }
 

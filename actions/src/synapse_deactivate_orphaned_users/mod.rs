@@ -38,7 +38,8 @@ use tracing::info;
 pub use config::{Config, DB_PASSWORD_FILE};
 
 use crate::action::{
-    Action, ActionContext, ActionError, Findings, Outcome, SecretValue, StopSignal, Warnings,
+    Action, ActionContext, ActionError, Findings, Outcome, Progress, SecretValue, StopSignal,
+    Warnings,
 };
 use crate::batch::run_bounded;
 use crate::clients::IDENTIFIER;
@@ -429,10 +430,23 @@ impl Config {
         approved: Option<&Findings>,
         stop: &StopSignal,
     ) -> Result<Outcome, ActionError> {
+        self.apply_reporting(src, approved, stop, &Progress::default())
+            .await
+    }
+
+    /// [`Config::apply_with`], counting the deactivations in `progress`.
+    async fn apply_reporting(
+        &self,
+        src: &Sources<'_>,
+        approved: Option<&Findings>,
+        stop: &StopSignal,
+        progress: &Progress,
+    ) -> Result<Outcome, ActionError> {
         if self.synapse.dry_run {
             return self.plan_with(src, true, approved).await;
         }
         stop.check()?;
+        progress.step("reading Synapse's accounts and the IAM");
         let ready = self.prepare(src).await?;
         let survey = self.survey(&ready, src.directory).await?;
         self.check_approved(&ready, &survey, approved).await?;
@@ -446,7 +460,7 @@ impl Config {
         let findings = survey.findings.clone();
         let admin = self.register_admin(&ready).await?;
         let result = self
-            .deactivate_all(&ready, src.directory, &admin, &survey, stop)
+            .deactivate_all(&ready, src.directory, &admin, &survey, stop, progress)
             .await;
         let (admin, summary) = self.release_admin(&ready, admin, result).await?;
         Ok(Outcome::new(format!(
@@ -462,8 +476,14 @@ impl Config {
         admin: &Admin,
         survey: &Survey,
         stop: &StopSignal,
+        reporter: &Progress,
     ) -> Result<String, ActionError> {
         let total = survey.orphans.len();
+        reporter.phase(
+            "deactivating orphaned accounts in Synapse",
+            Some(total as u64),
+            "accounts",
+        );
         let mut done = 0usize;
         let progress = |done: usize| {
             (done > 0).then(|| {
@@ -502,10 +522,15 @@ impl Config {
                 futures::stream::iter(chunk.iter()),
                 self.synapse.connection.concurrency,
                 stop,
-                |a| {
-                    ready
+                |a| async move {
+                    let r = ready
                         .api
                         .deactivate(admin, &a.matrix_id, self.synapse.erase)
+                        .await;
+                    if r.is_ok() {
+                        reporter.add(1);
+                    }
+                    r
                 },
             )
             .await;
@@ -636,8 +661,13 @@ impl Action for Config {
     fn apply<'a>(&'a self, ctx: &'a ActionContext) -> BoxFuture<'a, Result<Outcome, ActionError>> {
         Box::pin(async move {
             let parts = self.parts(ctx).await?;
-            self.apply_with(&parts.sources(), ctx.approved_findings.as_ref(), &ctx.stop)
-                .await
+            self.apply_reporting(
+                &parts.sources(),
+                ctx.approved_findings.as_ref(),
+                &ctx.stop,
+                &ctx.progress,
+            )
+            .await
         })
     }
 

@@ -72,6 +72,7 @@ fn main() -> std::process::ExitCode {
             stop: Default::default(),
             approved_findings: None,
             warnings: stagehand_actions::action::Warnings::default(),
+            progress: Default::default(),
         };
         let t0 = Instant::now();
         let planned = match action.plan(&ctx).await {

@@ -92,6 +92,7 @@ async fn run(config: &serde_json::Value) -> Result<(), String> {
         stop: Default::default(),
         approved_findings: None,
         warnings: stagehand_actions::action::Warnings::default(),
+        progress: Default::default(),
     };
     let server = std::env::var("REDIS_PID").ok();
     let cpu = || server.as_deref().and_then(server_cpu_seconds);

@@ -379,6 +379,7 @@ mod tests {
                 vec!["pre-findings".into()],
                 findings::EXECUTION,
             )),
+            progress: None,
         });
         run.status = Some(status);
         let entries: BTreeMap<String, String> = [(

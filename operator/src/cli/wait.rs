@@ -100,6 +100,7 @@ pub struct Follower {
     ended: HashMap<u32, ()>,
     last_state: Option<String>,
     missing_said: bool,
+    last_progress: Option<String>,
 }
 
 impl Follower {
@@ -148,6 +149,37 @@ impl Follower {
             }
         }
         lines
+    }
+
+    /// The running action's progress (`status.actions[i].progress`) when it changed since
+    /// the last call: `pre: [1/2] ox_functional_accounts_export: deleting Functional Accounts
+    /// from the IAM: 2,100/5,000 accounts`. `None` when it did not change or no action reports
+    /// any.
+    pub fn progress(&mut self, run: &MigrationRun) -> Option<String> {
+        let name = run.name_any();
+        let actions = run
+            .status
+            .as_ref()
+            .map(|s| s.actions.as_slice())
+            .unwrap_or_default();
+        let line = actions.iter().enumerate().find_map(|(position, a)| {
+            let running = a.decision == ActionDecision::Run
+                && a.start_time.is_some()
+                && a.completion_time.is_none();
+            let figure = a.progress.as_ref().filter(|_| running)?;
+            Some(format!(
+                "{name}: [{}/{}] {}: {}",
+                position + 1,
+                actions.len(),
+                a.id,
+                crate::run::progress::snapshot_of(figure).line()
+            ))
+        })?;
+        if self.last_progress.as_deref() == Some(line.as_str()) {
+            return None;
+        }
+        self.last_progress = Some(line.clone());
+        Some(line)
     }
 
     /// The line for a run that does not exist (yet), said once.
@@ -425,6 +457,7 @@ async fn follow(
     let mut last_error: Option<String> = None;
     let mut last_state = String::from("nothing observed yet");
     let deadline = tokio::time::Instant::now() + timeout;
+    let mut printer = Printer::new(std::io::IsTerminal::is_terminal(&std::io::stdout()));
     loop {
         let event = match tokio::time::timeout_at(deadline, stream.next()).await {
             Ok(Some(event)) => event,
@@ -472,14 +505,12 @@ async fn follow(
                 let follower = followers.entry(name.clone()).or_default();
                 match runs.get(name) {
                     Some(run) => {
-                        for line in follower.observe(run) {
-                            println!("{line}");
-                        }
+                        show(&mut printer, follower, run);
                         verdict(run)
                     }
                     None => {
                         if let Some(line) = follower.missing(name) {
-                            println!("{line}");
+                            say(&printer.line(&line));
                         }
                         Verdict::Pending("NotFound: the run does not exist".into())
                     }
@@ -500,7 +531,7 @@ async fn follow(
                 {
                     let follower = followers.entry(name.clone()).or_default();
                     if let Some(line) = follower.missing(name) {
-                        println!("{line}");
+                        say(&printer.line(&line));
                     }
                     last_state = format!("NotFound: migrationrun/{name} does not exist");
                     continue;
@@ -514,26 +545,82 @@ async fn follow(
                 };
                 for run in newest.values() {
                     let follower = followers.entry(run.name_any()).or_default();
-                    for line in follower.observe(run) {
-                        println!("{line}");
-                    }
+                    show(&mut printer, follower, run);
                 }
                 release_verdict(&newest, &left_out)
             }
         };
         match verdict {
             Verdict::Succeeded(m) => {
-                println!("{what}: succeeded ({m})");
+                say(&printer.line(&format!("{what}: succeeded ({m})")));
                 return EXIT_OK;
             }
             Verdict::Failed(m) => {
-                println!("{what}: failed: {m}");
+                say(&printer.line(&format!("{what}: failed: {m}")));
                 eprintln!("stagehand wait: {what} failed: {m}");
                 return EXIT_INVALID;
             }
             Verdict::Pending(m) => last_state = m,
         }
     }
+}
+
+/// Writes what `stagehand wait` says: the lines of [`Follower::observe`] one per line, and the
+/// running action's progress ([`Follower::progress`]) as it changes. On a terminal the progress
+/// is one live line, rewritten in place (`\r`) and cleared before the next line; elsewhere (a
+/// CI log, a hook Job's log) each change is a line of its own.
+#[derive(Debug)]
+pub struct Printer {
+    terminal: bool,
+    live: bool,
+}
+
+impl Printer {
+    /// A printer for a terminal (`terminal`) or a log.
+    pub fn new(terminal: bool) -> Self {
+        Self {
+            terminal,
+            live: false,
+        }
+    }
+
+    /// The text for a line said once.
+    pub fn line(&mut self, line: &str) -> String {
+        let clear = if std::mem::take(&mut self.live) {
+            "\r\x1b[2K"
+        } else {
+            ""
+        };
+        format!("{clear}{line}\n")
+    }
+
+    /// The text for a progress line.
+    pub fn progress(&mut self, line: &str) -> String {
+        if self.terminal {
+            self.live = true;
+            format!("\r\x1b[2K{line}")
+        } else {
+            format!("{line}\n")
+        }
+    }
+}
+
+/// Says what `run` adds since `follower` last saw it: its lines, then its progress.
+fn show(printer: &mut Printer, follower: &mut Follower, run: &MigrationRun) {
+    for line in follower.observe(run) {
+        say(&printer.line(&line));
+    }
+    if let Some(line) = follower.progress(run) {
+        say(&printer.progress(&line));
+    }
+}
+
+/// Writes `text` to standard output now (a live line has no newline to flush it).
+fn say(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
 }
 
 fn humanize(d: Duration) -> String {
@@ -645,6 +732,7 @@ mod tests {
                 summary: summary.map(Into::into),
                 digest: None,
                 findings: None,
+                progress: None,
             };
         let mut f = Follower::default();
         r.status.as_mut().unwrap().actions = vec![
@@ -676,6 +764,67 @@ mod tests {
             f.observe(&r),
             vec!["r: [1/2] workload_scale (v1.18.0) succeeded: scaled to 0".to_string()]
         );
+    }
+
+    #[test]
+    fn the_running_action_s_progress_is_said_when_it_changes_and_live_on_a_terminal() {
+        let running = condition("Ready", false, "Running", "action 0 x");
+        let mut r = seen("pre", Stage::Pre, running);
+        let figure = |done: u64| stagehand_crds::unversioned::ActionProgress {
+            phase: "deleting Functional Accounts from the IAM".into(),
+            done,
+            total: Some(5_000),
+            unit: "accounts".into(),
+        };
+        let action = |progress: Option<u64>, decision| ActionStatus {
+            index: 0,
+            id: "ox_functional_accounts_export".into(),
+            tag: None,
+            run_mode: None,
+            decision,
+            reason: "InWindow".into(),
+            start_time: Some("2026-12-02T00:00:00Z".into()),
+            completion_time: (decision != ActionDecision::Run)
+                .then(|| "2026-12-02T00:01:00Z".into()),
+            summary: None,
+            digest: None,
+            findings: None,
+            progress: progress.map(figure),
+        };
+        let mut f = Follower::default();
+        r.status.as_mut().unwrap().actions = vec![action(None, ActionDecision::Run)];
+        assert_eq!(f.progress(&r), None, "nothing reported yet");
+        r.status.as_mut().unwrap().actions = vec![action(Some(2_100), ActionDecision::Run)];
+        let line = "pre: [1/1] ox_functional_accounts_export: deleting Functional Accounts from the IAM: 2,100/5,000 accounts";
+        assert_eq!(f.progress(&r).as_deref(), Some(line));
+        assert_eq!(f.progress(&r), None, "unchanged: said once");
+        r.status.as_mut().unwrap().actions = vec![action(Some(4_200), ActionDecision::Run)];
+        assert!(f.progress(&r).unwrap().ends_with("4,200/5,000 accounts"));
+        r.status.as_mut().unwrap().actions = vec![action(Some(5_000), ActionDecision::Succeeded)];
+        assert_eq!(
+            f.progress(&r),
+            None,
+            "an action that ended shows no progress"
+        );
+
+        let mut log = Printer::new(false);
+        assert_eq!(log.progress("a 1/2"), "a 1/2\n");
+        assert_eq!(log.progress("a 2/2"), "a 2/2\n");
+        assert_eq!(log.line("done"), "done\n");
+        let mut tty = Printer::new(true);
+        assert_eq!(tty.line("started"), "started\n", "no live line to clear");
+        assert_eq!(tty.progress("a 1/2"), "\r\x1b[2Ka 1/2");
+        assert_eq!(
+            tty.progress("a 2/2"),
+            "\r\x1b[2Ka 2/2",
+            "rewritten in place"
+        );
+        assert_eq!(
+            tty.line("succeeded"),
+            "\r\x1b[2Ksucceeded\n",
+            "the live line is cleared"
+        );
+        assert_eq!(tty.line("next"), "next\n");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::time::Duration;
 use kube::ResourceExt;
 use kube::runtime::controller::Action as Requeue;
 use kube::runtime::events::EventType;
-use stagehand_actions::action::{ActionContext, ActionError, Outcome, Warnings};
+use stagehand_actions::action::{ActionContext, ActionError, Outcome, Progress, Warnings};
 use stagehand_config::{Declarations, Footprint, Reason, Stage};
 use stagehand_crds::unversioned::{ActionDecision, ActionStatus, HistoryEntry};
 use tracing::{Instrument, info, info_span, warn};
@@ -22,6 +22,7 @@ use super::findings::{self, Keeper};
 use super::freeze::{Planned, declarations_changed};
 use super::history::{History, HistoryError};
 use super::preflight::Prepared;
+use super::progress;
 use super::reconcile::{DRY_RUN, Reconcile, Step, label, now};
 use super::status::StatusError;
 
@@ -199,6 +200,8 @@ async fn one(
     let (executing, deleted) = r.context.runs.executing(&namespace, &r.run.name_any());
     // The action's own warnings (each logged as it is recorded).
     let warnings = Warnings::default();
+    // How far it is inside its work: written to the status every few seconds while it runs.
+    let reporter = Progress::default();
     let result = {
         // Counted while it runs: a replica that lost its leadership waits for it to stop.
         let _in_flight = r.context.steering.action_started();
@@ -206,9 +209,14 @@ async fn one(
         ctx.stop = ctx.stop.or(deleted.clone());
         ctx.approved_findings = approved;
         ctx.warnings = warnings.clone();
-        run_action(p, &ctx, dry).await
+        ctx.progress = reporter.clone();
+        report_while(r, i, &p.label, &reporter, run_action(p, &ctx, dry)).await
     };
     drop(executing);
+    // The last figure goes out with the action's result, whatever the throttle.
+    if let Some(last) = reporter.snapshot() {
+        r.status.actions[i].progress = Some(progress::status_of(&last));
+    }
     for warning in warnings.list() {
         r.event(
             EventType::Warning,
@@ -470,6 +478,56 @@ async fn retry_write(context: &Context, e: Error, wait: &mut Duration) -> Result
     tokio::time::sleep(*wait).await;
     *wait = (*wait * 2).min(LAST_RETRY);
     Ok(())
+}
+
+/// Awaits `action`, meanwhile sampling its reporter every [`progress::SAMPLE_EVERY`] and
+/// writing the run's status (`status.actions[i].progress`, the Reconciling message) when the
+/// figure changed and the [`progress::Throttle`] allows. A write is never cut short: when the
+/// action ends during one, the write finishes first, so that it cannot land after the
+/// action's result. A failed progress write is logged and the action goes on.
+async fn report_while<T>(
+    r: &mut Reconcile,
+    i: usize,
+    label: &str,
+    reporter: &Progress,
+    action: impl std::future::Future<Output = T>,
+) -> T {
+    let (ended, mut ended_rx) = tokio::sync::oneshot::channel::<()>();
+    let action = async move {
+        let out = action.await;
+        let _ = ended.send(());
+        out
+    };
+    let sampler = async {
+        let mut throttle = progress::Throttle::new(progress::WRITE_EVERY);
+        let mut tick = tokio::time::interval_at(
+            tokio::time::Instant::now() + progress::SAMPLE_EVERY,
+            progress::SAMPLE_EVERY,
+        );
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = &mut ended_rx => return,
+                _ = tick.tick() => {}
+            }
+            let Some(seen) = reporter.snapshot() else {
+                continue;
+            };
+            if !throttle.due(std::time::Instant::now(), &seen) {
+                continue;
+            }
+            let figure = progress::status_of(&seen);
+            let line = progress::phase_line(label, Some(&figure));
+            r.status.actions[i].progress = Some(figure);
+            match r.write(&Phase::Running(line)).await {
+                Ok(()) => {}
+                Err(Error::Deposed) => return,
+                Err(e) => warn!(error = %e, "cannot write the action's progress; it goes on"),
+            }
+        }
+    };
+    let (out, ()) = tokio::join!(action, sampler);
+    out
 }
 
 /// Plans (and unless dry, applies) one action; returns its outcome (a dry run's: the plan's,

@@ -59,6 +59,7 @@ pub fn freeze(
             summary: None,
             digest: Some(a.digest.clone()),
             findings: None,
+            progress: None,
         })
         .collect();
     let [release_version, secret_files, object_store, actions_skip] = fingerprint.fields.clone();

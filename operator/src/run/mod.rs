@@ -26,6 +26,7 @@ pub mod history;
 pub mod ledger;
 pub mod own_crds;
 pub mod preflight;
+pub mod progress;
 pub mod reconcile;
 pub mod retention;
 pub mod status;

@@ -282,6 +282,7 @@ pub(super) async fn step(
         stop: r.context.steering.stop.clone(),
         approved_findings: None,
         warnings: stagehand_actions::action::Warnings::default(),
+        progress: Default::default(),
     };
     // The run writes the ledger when a tagged action succeeds, and a post run when it ends.
     let writes_ledger = !r.run.spec.dry_run

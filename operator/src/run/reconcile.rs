@@ -60,12 +60,22 @@ pub(super) fn now() -> String {
     Timestamp::now().to_string()
 }
 
+/// `status.progress`: finished actions over all, and the running action's figure when it
+/// reports one (`3/7 2,100/5,000 accounts`, [`super::progress::run_progress`]).
 pub(super) fn progress(actions: &[ActionStatus]) -> String {
     let done = actions
         .iter()
         .filter(|a| a.decision != ActionDecision::Run)
         .count();
-    format!("{done}/{}", actions.len())
+    let running = actions
+        .iter()
+        .find(|a| {
+            a.decision == ActionDecision::Run
+                && a.start_time.is_some()
+                && a.completion_time.is_none()
+        })
+        .and_then(|a| a.progress.as_ref());
+    super::progress::run_progress(done, actions.len(), running)
 }
 
 /// `action <index> <id>`, as every message names an action.
@@ -135,6 +145,12 @@ impl Reconcile {
         status.conditions = run_conditions(phase, run.metadata.generation, &status.conditions);
         status.observed_generation = run.metadata.generation;
         status.progress = Some(progress(&status.actions));
+        // What it does now, while it runs (the action and its figure); nothing once it waits
+        // or ended.
+        status.current_phase = match phase {
+            Phase::Running(message) => Some(bounded(message, MAX_DETAIL_BYTES)),
+            _ => None,
+        };
         // A summary quoting its input (an error naming a 1 MiB value) is cut, so that the
         // status stays writable.
         for a in &mut status.actions {
