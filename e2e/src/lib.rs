@@ -9,6 +9,7 @@
 pub mod cluster;
 pub mod exec_node;
 pub mod functional_accounts;
+pub mod helm;
 pub mod kill_matrix;
 pub mod kube_proxy;
 pub mod ledger;

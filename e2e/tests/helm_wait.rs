@@ -20,12 +20,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::OnceLock;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use serde_json::{Value, json};
+use stagehand_e2e::helm::{Background, helm_command, helm3_bin, helm4_bin};
 use stagehand_e2e::manifests::{Action, yaml};
 use stagehand_e2e::{
     Scene, apply, condition, get, kubeconfig, kubectl, ok, replicas, running_pods, statefulset,
@@ -36,72 +36,6 @@ const CHART: &str = "deploy/charts/stagehand-migration";
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// The last line of `e2e/cluster/build-helm ARGS`' stdout: the binary's path.
-fn build_helm(args: &[&str]) -> PathBuf {
-    let out = Command::new(root().join("e2e/cluster/build-helm"))
-        .args(args)
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("running e2e/cluster/build-helm");
-    let text = ok(&format!("e2e/cluster/build-helm {}", args.join(" ")), &out);
-    PathBuf::from(
-        text.lines()
-            .last()
-            .expect("build-helm printed no path")
-            .trim(),
-    )
-}
-
-fn helm4_bin() -> PathBuf {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let bin = match std::env::var("STAGEHAND_HELM4_BIN") {
-            Ok(path) => PathBuf::from(path),
-            Err(_) => build_helm(&["4"]),
-        };
-        assert!(
-            bin.is_file(),
-            "no helm v4 binary at {} (STAGEHAND_HELM4_BIN, or build it with e2e/cluster/build-helm 4)",
-            bin.display()
-        );
-        let version = ok("helm version", &Command::new(&bin).arg("version").output().unwrap());
-        assert!(version.contains("v4."), "{} is not helm v4: {version}", bin.display());
-        bin
-    })
-    .clone()
-}
-
-fn helm3_bin() -> PathBuf {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let bin = build_helm(&[]);
-        let version = ok(
-            "helm version",
-            &Command::new(&bin).arg("version").output().unwrap(),
-        );
-        assert!(
-            version.contains("v3."),
-            "{} is not helm v3: {version}",
-            bin.display()
-        );
-        bin
-    })
-    .clone()
-}
-
-/// Helm with its own config, cache and data directories (nothing of the user's), against the
-/// test control plane.
-fn helm_command(bin: &Path, home: &Path) -> Command {
-    let mut cmd = Command::new(bin);
-    cmd.current_dir(root())
-        .env("KUBECONFIG", kubeconfig())
-        .env("HELM_CONFIG_HOME", home.join("config"))
-        .env("HELM_CACHE_HOME", home.join("cache"))
-        .env("HELM_DATA_HOME", home.join("data"))
-        .stdin(Stdio::null());
-    cmd
 }
 
 /// A test's scratch directory (helm's homes, values files, helm's output).
@@ -137,57 +71,6 @@ fn scale(sts: &str, replicas: u32, tagged: bool) -> Action {
         action.tag("v1.18.0")
     } else {
         action
-    }
-}
-
-/// A helm process running in the background, its output going to a file.
-struct Helm {
-    child: Child,
-    output: PathBuf,
-    started: Instant,
-}
-
-impl Helm {
-    fn spawn(mut cmd: Command, output: PathBuf) -> Self {
-        let file = std::fs::File::create(&output).unwrap();
-        let err = file.try_clone().unwrap();
-        let child = cmd.stdout(file).stderr(err).spawn().expect("starting helm");
-        Self {
-            child,
-            output,
-            started: Instant::now(),
-        }
-    }
-
-    fn exited(&mut self) -> Option<ExitStatus> {
-        self.child.try_wait().unwrap()
-    }
-
-    fn output(&self) -> String {
-        std::fs::read_to_string(&self.output).unwrap_or_default()
-    }
-
-    /// Waits for helm to exit, at most `timeout`; fails the test otherwise.
-    fn wait(&mut self, timeout: Duration) -> ExitStatus {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.exited() {
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "helm did not exit within {timeout:?}; its output:\n{}",
-                self.output()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Helm {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -258,7 +141,7 @@ async fn helm4_install_wait_waits_for_the_run_while_the_operator_is_stopped() {
     running_pods(&ns.name, "ox-connector", 1).await;
     let values = values(&dir, "pre", "pre", true, &[scale("ox-connector", 0, true)]);
 
-    let mut helm = Helm::spawn(
+    let mut helm = Background::spawn(
         helm_recipe(&helm4, &dir, HELM4_RECIPE, &ns.name, &values, "120s"),
         dir.join("helm.out"),
     );
@@ -359,7 +242,7 @@ async fn helm4_install_wait_fails_fast_on_a_failed_run_with_its_message() {
         &[scale("ox-connector-missing", 0, true)],
     );
     let _operator = ns.start_operator();
-    let mut helm = Helm::spawn(
+    let mut helm = Background::spawn(
         helm_recipe(&helm4, &dir, HELM4_RECIPE, &ns.name, &values, "180s"),
         dir.join("helm.out"),
     );
@@ -432,7 +315,7 @@ async fn a_redeployment_creates_a_new_run_tagged_actions_once_untagged_every_tim
                 running_pods(&ns.name, sts, 1).await;
             }
         }
-        let mut helm = Helm::spawn(
+        let mut helm = Background::spawn(
             helm_recipe(&helm4, &dir, HELM4_RECIPE, &ns.name, &values, "120s"),
             dir.join(format!("helm-{verb}.out")),
         );
@@ -509,7 +392,7 @@ async fn helm3_install_wait_does_not_wait_for_the_run_the_hook_job_does() {
     let run_name = "migrations-pre-pre-1";
 
     // The pitfall: no operator, yet helm 3 `--wait` reports success.
-    let mut helm = Helm::spawn(
+    let mut helm = Background::spawn(
         {
             // Not the recipe: what a user of Helm 3 might try first.
             let mut cmd = helm_command(&helm3, &dir);
@@ -598,7 +481,7 @@ async fn helm3_install_wait_does_not_wait_for_the_run_the_hook_job_does() {
         "--timeout",
         "90s",
     ]);
-    let mut waiter = Helm::spawn(wait, dir.join("wait.out"));
+    let mut waiter = Background::spawn(wait, dir.join("wait.out"));
     std::thread::sleep(Duration::from_secs(5));
     assert!(
         waiter.exited().is_none(),
