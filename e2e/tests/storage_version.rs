@@ -480,6 +480,12 @@ async fn the_operator_migrates_its_own_crds_at_start_up() {
         logs.contains("storage version check") && logs.contains("rewrote 1 object through"),
         "{logs}"
     );
+    // The server's version, logged at start-up inside the supported range (e2e/cluster, and
+    // e2e/cluster/smoke-oldest at the oldest): no warning.
+    assert!(
+        logs.contains("Kubernetes version") && !logs.contains("outside the supported range"),
+        "{logs}"
+    );
     let events = ok(
         "events",
         &kubectl(&["get", "events", "-n", "default", "-o", "json"]),

@@ -7,5 +7,6 @@ pub mod leader;
 pub mod metrics;
 pub mod run;
 pub mod serve;
+pub mod supported;
 #[cfg(test)]
 mod testing;

@@ -40,6 +40,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the controllers against the cluster of the current kubeconfig (or in-cluster).
+    #[command(after_help = operator::SUPPORTED_HELP)]
     Operator(operator::OperatorArgs),
     /// Print the CRD manifests (every served version).
     Crds {

@@ -41,6 +41,11 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(25);
 /// the earliest, even if its action has not reached a safe point by then.
 const EXPIRY_MARGIN: Duration = Duration::from_secs(1);
 
+/// The end of `stagehand operator --help`: the supported Kubernetes versions
+/// (`crate::supported`; a unit test keeps the two in step).
+pub const SUPPORTED_HELP: &str = "Supported Kubernetes versions: 1.35–1.37 (docs/deploy.md#supported-kubernetes-versions); \
+the API server's version is logged at start-up, with a warning outside this range.";
+
 /// The options of `stagehand operator`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct OperatorArgs {
@@ -184,6 +189,9 @@ async fn operate(args: OperatorArgs) -> u8 {
                 return EXIT_USAGE;
             }
         };
+    // One GET /version in the background: logged with the supported range, a warning outside it.
+    let version_client = client.clone();
+    tokio::spawn(async move { crate::supported::log_server_version(&version_client).await });
     let namespace = args.namespace.clone();
     let identity = args
         .leader_election_identity
