@@ -379,13 +379,14 @@ async fn every_tool_reports_every_state_as_the_docs_table_says() {
     // Its post run, created in the same second or after: it ends PreRunFailed at once.
     apply(&run(n, "failing", "failed-post", "post").to_yaml());
     apply(&run(n, "preflight", "preflight", "pre").to_yaml());
+    // Running, with its action's progress written (the operator samples it every second).
     let running = wait_for(
-        "the slow run's first action to start",
+        "the slow run's first action to start and report its progress",
         Duration::from_secs(60),
         || async {
             let obj = get(n, "migrationrun/running");
-            obj["status"]["actions"][0]["startTime"]
-                .is_string()
+            obj["status"]["actions"][0]["progress"]
+                .is_object()
                 .then_some(obj)
         },
     )
@@ -393,6 +394,17 @@ async fn every_tool_reports_every_state_as_the_docs_table_says() {
     assert_eq!(
         condition(&running, "Ready")["reason"],
         "Running",
+        "{running}"
+    );
+    // What every tool shows of a running run carries the action's phase and figure.
+    let figure =
+        "action 0 provisioning_drop_subscriptions: dropping subscriptions: 0/1 subscriptions";
+    for c in ["Ready", "Reconciling"] {
+        assert_eq!(condition(&running, c)["message"], figure, "{running}");
+    }
+    assert_eq!(running["status"]["currentPhase"], figure, "{running}");
+    assert_eq!(
+        running["status"]["progress"], "0/2 0/1 subscriptions",
         "{running}"
     );
     objects.insert("MigrationRun running", running);
