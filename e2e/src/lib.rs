@@ -15,6 +15,7 @@ pub mod kube_proxy;
 pub mod ledger;
 pub mod local_server;
 pub mod manifests;
+pub mod metrics_docs;
 pub mod minio;
 pub mod private_cluster;
 pub mod process;

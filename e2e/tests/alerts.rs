@@ -3,7 +3,10 @@
 //! the unit tests of `e2e/prometheus/rules.test.yaml`, whose input series are those of
 //! `e2e/prometheus/metrics-fixture.txt` — the `/metrics` output of a real operator — and a
 //! test that the fixture's metrics and labels are still what a running operator exports, so
-//! neither the rules nor their tests can drift from the metrics.
+//! neither the rules nor their tests can drift from the metrics. The chart's Grafana dashboard
+//! (`dashboard.enabled`) is rendered too, and each of its queries must read series that
+//! docs/operator.md#metrics lists (`observability.rs` checks that list against a running
+//! operator).
 //!
 //! promtool is built by `e2e/prometheus/build` (e2e/test passes its path as
 //! `STAGEHAND_PROMTOOL_BIN`). Recapture the fixture with
@@ -119,6 +122,113 @@ fn shapes(text: &str) -> BTreeSet<(String, BTreeSet<String>)> {
         .collect()
 }
 
+/// The chart's Grafana dashboard (`dashboard.enabled=true`): a ConfigMap with the sidecar's
+/// label holding `files/dashboard.json`, whose every query reads only series that
+/// docs/operator.md#metrics lists (and `observability.rs` checks a running operator exports).
+#[test]
+fn the_dashboard_ships_when_asked_and_queries_only_exported_series() {
+    let _scene = Scene::offline();
+    let helm = built("STAGEHAND_HELM_BIN", "e2e/cluster/build-helm", &[]);
+    let render = |extra: &[&str]| {
+        let out = Command::new(&helm)
+            .current_dir(root())
+            .args([
+                "template",
+                "stagehand",
+                "deploy/charts/stagehand",
+                "-n",
+                "stagehand-system",
+            ])
+            .args(extra)
+            .output()
+            .expect("running helm");
+        ok("helm template", &out)
+    };
+    assert!(
+        !render(&[]).contains("grafana_dashboard"),
+        "no dashboard unless asked"
+    );
+    let text = render(&[
+        "--set",
+        "dashboard.enabled=true",
+        "--show-only",
+        "templates/dashboard.yaml",
+    ]);
+    let map: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    assert_eq!(map["kind"], "ConfigMap", "{text}");
+    assert_eq!(
+        map["metadata"]["labels"]["grafana_dashboard"], "1",
+        "{text}"
+    );
+    let shipped: serde_json::Value =
+        serde_json::from_str(map["data"]["stagehand.json"].as_str().unwrap()).unwrap();
+    let file: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("deploy/charts/stagehand/files/dashboard.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(shipped, file, "the ConfigMap holds files/dashboard.json");
+
+    let documented = stagehand_e2e::metrics_docs::documented_series();
+    let histograms: BTreeSet<String> = documented
+        .iter()
+        .filter(|(_, (kind, _))| kind == "histogram")
+        .map(|(n, _)| n.clone())
+        .collect();
+    // Every expression of the dashboard: the panels' targets and the variables' queries.
+    let mut exprs = Vec::new();
+    let panels = file["panels"].as_array().unwrap();
+    for panel in panels {
+        let targets = panel["targets"].as_array().unwrap();
+        assert!(!targets.is_empty(), "{} has no query", panel["title"]);
+        exprs.extend(
+            targets
+                .iter()
+                .map(|t| t["expr"].as_str().unwrap().to_string()),
+        );
+    }
+    for variable in file["templating"]["list"].as_array().unwrap() {
+        if let Some(query) = variable["query"]["query"].as_str() {
+            exprs.push(query.to_string());
+        }
+    }
+    let mut read = BTreeSet::new();
+    for expr in &exprs {
+        let series = stagehand_e2e::metrics_docs::promql_series(expr, &histograms);
+        assert!(!series.is_empty(), "{expr} reads no stagehand series");
+        for name in series {
+            assert!(
+                documented.contains_key(&name),
+                "the dashboard queries {name} ({expr}), which docs/operator.md#metrics does not list and the operator does not export"
+            );
+            read.insert(name);
+        }
+    }
+    // What the issue asked the dashboard to show.
+    for needed in [
+        "stagehand_runs_total",
+        "stagehand_actions_running",
+        "stagehand_action_duration_seconds",
+        "stagehand_reconcile_errors_total",
+        "stagehand_leader",
+    ] {
+        assert!(read.contains(needed), "the dashboard shows no {needed}");
+    }
+    // The alerts read documented series too.
+    let rules = rendered_rules();
+    for group in rules["groups"].as_sequence().unwrap() {
+        for rule in group["rules"].as_sequence().unwrap() {
+            let expr = rule["expr"].as_str().unwrap();
+            for name in stagehand_e2e::metrics_docs::promql_series(expr, &histograms) {
+                assert!(
+                    documented.contains_key(&name),
+                    "{expr}: {name} is not documented"
+                );
+            }
+        }
+    }
+}
+
 fn fixture_path() -> PathBuf {
     root().join("e2e/prometheus/metrics-fixture.txt")
 }
@@ -217,6 +327,27 @@ fn the_rules_and_their_tests_use_only_series_the_operator_exports() {
     );
 }
 
+/// The results a run can end with: the Ready reasons of docs/operator.md's condition table
+/// whose `Reconciling` is False, in lower case (as `stagehand_runs_total` names them).
+fn terminal_results() -> Vec<String> {
+    let doc = std::fs::read_to_string(root().join("docs/operator.md")).unwrap();
+    let results: Vec<String> = doc
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .filter_map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            // | reason | Ready | Reconciling | Stalled | Succeeded | when |
+            (cells.len() == 8 && cells[3] == "False")
+                .then(|| cells[1].trim_matches('`').to_ascii_lowercase())
+        })
+        .collect();
+    assert!(
+        results.contains(&"terminating".to_string()) && results.len() >= 10,
+        "the condition table of docs/operator.md was not found: {results:?}"
+    );
+    results
+}
+
 fn scrape(address: &str) -> String {
     let mut stream = TcpStream::connect(address).unwrap();
     stream
@@ -257,21 +388,44 @@ async fn the_fixture_is_what_a_running_operator_exports() {
     let orphan = MigrationRun::new(&ns.name, "orphan", "pre").of("no-such-migration");
     apply(&[failing.to_yaml(), run.to_yaml(), orphan.to_yaml()].join("---\n"));
     wait(&ns.name, "migrationrun/opendesk-v1.18.0-pre", "Stalled");
-    let waiting = format!("{{run=\"{}/orphan\",phase=\"waiting\"}}", ns.name);
+    let waiting = format!(
+        "{{migration_namespace=\"{}\",migration=\"no-such-migration\",stage=\"pre\",phase=\"waiting\"}}",
+        ns.name
+    );
+    let group = format!(
+        "migration_namespace=\"{}\",migration=\"opendesk\",stage=\"pre\"",
+        ns.name
+    );
+    let failed = format!("stagehand_last_run_result{{{group},result=\"failed\"}} 1");
     let mut body = String::new();
     for _ in 0..100 {
         body = scrape(&address);
-        if body.contains(&waiting) && body.contains("stagehand_runs_total{result=\"failed\"} 1") {
+        if body.contains(&waiting) && body.contains(&failed) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(body.contains("stagehand_leader 1"), "{body}");
     assert!(body.contains(&waiting), "{body}\n{}", operator.logs());
+    assert!(body.contains(&failed), "{body}");
     assert!(
-        body.contains("stagehand_runs_total{result=\"failed\"} 1"),
+        body.contains(&format!(
+            "stagehand_runs_total{{{group},result=\"failed\"}} 1"
+        )),
         "{body}"
     );
+    // What the alerts read exists before its first event: every other result of the
+    // Migration's runs at 0 (`terminating` among them), both controllers' error counters.
+    for result in terminal_results().iter().filter(|r| r.as_str() != "failed") {
+        for name in ["stagehand_last_run_result", "stagehand_runs_total"] {
+            let line = format!("{name}{{{group},result=\"{result}\"}} 0");
+            assert!(body.contains(&line), "{line} is not pre-set:\n{body}");
+        }
+    }
+    for controller in ["migrationrun", "migration"] {
+        let line = format!("stagehand_reconcile_errors_total{{controller=\"{controller}\"}} ");
+        assert!(body.contains(&line), "{line} is not pre-set:\n{body}");
+    }
     if std::env::var_os("STAGEHAND_CAPTURE_METRICS_FIXTURE").is_some() {
         std::fs::write(fixture_path(), &body).unwrap();
         eprintln!("wrote {}", fixture_path().display());

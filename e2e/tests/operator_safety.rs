@@ -635,7 +635,7 @@ async fn ordering_and_exclusivity_are_seen_in_start_and_completion_times() {
         .to_string();
     assert_eq!(
         message,
-        "gave up after waitTimeoutSeconds=3: waiting for the pre run of release v1.18.0 to succeed"
+        "gave up after waitTimeoutSeconds=3: waiting for the pre run of release v1.18.0 to succeed; runbook: docs/runbook.md#failed"
     );
 }
 

@@ -132,9 +132,12 @@ async fn probes_and_metrics_answer_on_free_ports() {
     );
     let (status, body) = http_get(&metrics, "/metrics").unwrap();
     assert_eq!(status, 200, "/metrics");
+    let group = format!("migration_namespace=\"{}\",migration=\"opendesk\"", ns.name);
     for line in [
-        "stagehand_runs_total{result=\"succeeded\"} 1",
-        "stagehand_actions_total{action=\"workload_scale\",result=\"skipped\"} 1",
+        format!("stagehand_runs_total{{{group},stage=\"pre\",result=\"succeeded\"}} 1"),
+        format!(
+            "stagehand_actions_total{{{group},action=\"workload_scale\",result=\"skipped\"}} 1"
+        ),
     ] {
         assert!(
             body.lines().any(|l| l == line),
@@ -142,11 +145,12 @@ async fn probes_and_metrics_answer_on_free_ports() {
         );
     }
     // (The per-action series, stagehand_actions_total and
-    // stagehand_action_duration_seconds, appear once an action has finished.)
+    // stagehand_action_duration_seconds, appear once an action has finished; every series
+    // is checked against docs/operator.md by observability.rs.)
     for name in [
-        "stagehand_runs_total{result=\"succeeded\"}",
         "stagehand_reconcile_errors_total",
-        "stagehand_queue_depth",
+        "stagehand_runs_waiting",
+        "stagehand_build_info",
     ] {
         assert!(body.contains(name), "{name} missing from /metrics:\n{body}");
     }

@@ -1,15 +1,26 @@
-//! The operator's Prometheus metrics (docs/design.md#operational-surface): runs and actions by
-//! result, action duration, reconcile errors, the number of runs waiting, whether this
-//! replica leads, and since when each unfinished run waits or runs (the chart's
-//! PrometheusRule alerts on these, `deploy/charts/stagehand/templates/prometheusrule.yaml`).
+//! The operator's Prometheus metrics (docs/operator.md#metrics lists every series; a test
+//! scrapes a running operator and compares the two). They follow the conventions platform
+//! teams know from controller-runtime: reconcile totals, errors and durations per controller,
+//! work-queue depth, adds and latency, API-client requests by verb and code, build info; and
+//! Stagehand's own: runs and actions by result, labelled with the Migration's namespace and
+//! name (never a run's name: the label sets stay bounded by the Migrations), the newest
+//! finished run per Migration and stage, since when runs wait or run, whether this replica
+//! leads. The chart's PrometheusRule alerts on them
+//! (`deploy/charts/stagehand/templates/prometheusrule.yaml`).
+//!
+//! The Migration's namespace is the label `migration_namespace`, not `namespace`: a scrape
+//! adds `namespace` (the operator pod's), and the alerts select a release by it.
 //!
 //! [`Metrics`] is a cheap, cloneable handle (an `Arc` inside) with no global state: the
-//! command creates one, hands a clone to the controllers and serves [`Metrics::encode`] on
-//! `/metrics`.
+//! command creates one, hands a clone to the controllers and the API client, and serves
+//! [`Metrics::encode`] on `/metrics`.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -21,38 +32,17 @@ use prometheus_client::registry::Registry;
 /// The content type of [`Metrics::encode`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct RunLabels {
-    result: String,
-}
+/// The run controller's name in the `controller` label.
+pub const RUN_CONTROLLER: &str = "migrationrun";
+/// The Migration controller's name in the `controller` label.
+pub const MIGRATION_CONTROLLER: &str = "migration";
+/// Both controllers: their series exist from the start, at zero.
+pub const CONTROLLERS: [&str; 2] = [RUN_CONTROLLER, MIGRATION_CONTROLLER];
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ActionLabels {
-    action: String,
-    result: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ActionOnly {
-    action: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct KindLabels {
-    kind: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct RunPhaseLabels {
-    /// `namespace/name` (one label: `namespace` is the scraped pod's own in most setups).
-    run: String,
-    /// `waiting` (also suspended or awaiting approval) or `running`.
-    phase: String,
-}
-
-/// Every result `stagehand_runs_total` can carry (the terminal phases' reasons, lower
-/// case): all exist from the start at zero, so `increase()` sees a run's first failure.
-pub const RUN_RESULTS: [&str; 11] = [
+/// Every result `stagehand_runs_total` and `stagehand_last_run_result` can carry (the
+/// terminal phases' reasons, lower case): all exist at zero as soon as a Migration's first
+/// run is seen, so `increase()` sees its first failure and the alert its first `terminating`.
+pub const RUN_RESULTS: [&str; 12] = [
     "succeeded",
     "failed",
     "invalid",
@@ -64,26 +54,166 @@ pub const RUN_RESULTS: [&str; 11] = [
     "prerunoutdated",
     "historyincomplete",
     "interruptedupgrade",
+    "findingschanged",
 ];
 
-type DurationFamily = Family<ActionOnly, Histogram, fn() -> Histogram>;
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: String,
+    commit: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ControllerLabels {
+    controller: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReconcileLabels {
+    controller: String,
+    /// `success` or `error`.
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    /// The Kubernetes verb: get, list, watch, create, update, patch, delete,
+    /// deletecollection (`other` for anything else).
+    verb: String,
+    /// The HTTP status code, or `error` when no answer came.
+    code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RunLabels {
+    migration_namespace: String,
+    migration: String,
+    stage: String,
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ActionLabels {
+    migration_namespace: String,
+    migration: String,
+    action: String,
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ActionOnly {
+    migration_namespace: String,
+    migration: String,
+    action: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StageActionLabels {
+    migration_namespace: String,
+    migration: String,
+    stage: String,
+    action: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PhaseLabels {
+    migration_namespace: String,
+    migration: String,
+    stage: String,
+    /// `waiting` (also suspended or awaiting approval) or `running`.
+    phase: String,
+}
+
+/// A run as its series name it: the Migration's namespace and name and the stage; the run's
+/// own name only keys what this process remembers, never a label.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RunRef {
+    /// The run's (and its Migration's) namespace.
+    pub namespace: String,
+    /// The Migration (`spec.migrationRef`).
+    pub migration: String,
+    /// `pre` or `post`.
+    pub stage: String,
+    /// The run's name.
+    pub name: String,
+}
+
+impl RunRef {
+    fn run_labels(&self, result: &str) -> RunLabels {
+        RunLabels {
+            migration_namespace: self.namespace.clone(),
+            migration: self.migration.clone(),
+            stage: self.stage.clone(),
+            result: result.to_string(),
+        }
+    }
+
+    fn group(&self) -> (String, String, String) {
+        (
+            self.namespace.clone(),
+            self.migration.clone(),
+            self.stage.clone(),
+        )
+    }
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn duration_histogram() -> Histogram {
     // 50 ms .. ~14 min.
     Histogram::new(exponential_buckets(0.05, 2.0, 15))
 }
 
+fn reconcile_histogram() -> Histogram {
+    // 5 ms .. ~10 min (a run's reconcile lasts as long as its action).
+    Histogram::new(exponential_buckets(0.005, 4.0, 10))
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn unix_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or_default()
+}
+
+/// What this process remembers to keep the gauges right.
+#[derive(Default)]
+struct State {
+    /// Objects triggered and not yet reconciled, per controller and `namespace/name`: when
+    /// they were first triggered.
+    queued: HashMap<(&'static str, String), Instant>,
+    /// Runs waiting to start (`namespace/name`).
+    waiting: std::collections::HashSet<String>,
+    /// Unfinished runs' phase and since when, by `namespace/name`.
+    phases: HashMap<String, (PhaseLabels, i64)>,
+    /// The newest finished run per (namespace, Migration, stage): its creation time (Unix
+    /// seconds) and result.
+    last_run: HashMap<(String, String, String), i64>,
+}
+
 struct Inner {
     registry: Registry,
+    reconciles: Family<ReconcileLabels, Counter>,
+    reconcile_errors: Family<ControllerLabels, Counter>,
+    reconcile_duration: HistogramFamily<ControllerLabels>,
+    active: Family<ControllerLabels, Gauge>,
+    queue_depth: Family<ControllerLabels, Gauge>,
+    queue_adds: Family<ControllerLabels, Counter>,
+    queue_latency: HistogramFamily<ControllerLabels>,
+    requests: Family<RequestLabels, Counter>,
     runs: Family<RunLabels, Counter>,
+    last_run: Family<RunLabels, Gauge>,
     actions: Family<ActionLabels, Counter>,
-    durations: DurationFamily,
-    reconcile_errors: Family<KindLabels, Counter>,
-    queue_depth: Gauge,
-    waiting: Mutex<HashSet<String>>,
+    durations: HistogramFamily<ActionOnly>,
+    running: Family<StageActionLabels, Gauge>,
+    runs_waiting: Gauge,
     leader: Gauge,
-    run_phase_since: Family<RunPhaseLabels, Gauge>,
-    phases: Mutex<HashMap<String, &'static str>>,
+    run_phase_since: Family<PhaseLabels, Gauge>,
+    state: Mutex<State>,
 }
 
 /// The operator's metrics: a cheap handle to share with the controllers.
@@ -105,38 +235,108 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// Creates and registers every metric (all start at zero).
+    /// Creates and registers every metric; every series an alert reads that does not depend
+    /// on a Migration exists from the start, at zero.
     pub fn new() -> Self {
         let mut registry = Registry::default();
+        let build = Family::<BuildLabels, Gauge>::default();
+        registry.register(
+            "stagehand_build_info",
+            "1, labelled with the operator's version and the git commit it was built from",
+            build.clone(),
+        );
+        let _ = build
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION").into(),
+                commit: env!("STAGEHAND_GIT_COMMIT").into(),
+            })
+            .set(1);
+        let reconciles = Family::<ReconcileLabels, Counter>::default();
+        registry.register(
+            "stagehand_reconcile",
+            "Reconciles per controller, by result (success, error); mirrors controller_runtime_reconcile_total",
+            reconciles.clone(),
+        );
+        let reconcile_errors = Family::<ControllerLabels, Counter>::default();
+        registry.register(
+            "stagehand_reconcile_errors",
+            "Reconciles that ended in an error (retried with backoff) per controller; mirrors controller_runtime_reconcile_errors_total",
+            reconcile_errors.clone(),
+        );
+        let reconcile_duration: HistogramFamily<ControllerLabels> =
+            Family::new_with_constructor(reconcile_histogram);
+        registry.register(
+            "stagehand_reconcile_duration_seconds",
+            "Time of one reconcile per controller (a run's reconcile includes the action it executes); mirrors controller_runtime_reconcile_time_seconds",
+            reconcile_duration.clone(),
+        );
+        let active = Family::<ControllerLabels, Gauge>::default();
+        registry.register(
+            "stagehand_reconcile_active",
+            "Reconciles in flight per controller; mirrors controller_runtime_active_workers",
+            active.clone(),
+        );
+        let queue_depth = Family::<ControllerLabels, Gauge>::default();
+        registry.register(
+            "stagehand_workqueue_depth",
+            "Objects triggered (watch event or wake-up) and not yet reconciled, per controller; kube-rs has no work queue: this counts what reaches its scheduler, delayed requeues not included",
+            queue_depth.clone(),
+        );
+        let queue_adds = Family::<ControllerLabels, Counter>::default();
+        registry.register(
+            "stagehand_workqueue_adds",
+            "Objects that became due for a reconcile (a trigger while not already pending), per controller",
+            queue_adds.clone(),
+        );
+        let queue_latency: HistogramFamily<ControllerLabels> =
+            Family::new_with_constructor(reconcile_histogram);
+        registry.register(
+            "stagehand_workqueue_queue_duration_seconds",
+            "Time from an object's first pending trigger to the start of its reconcile, per controller",
+            queue_latency.clone(),
+        );
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register(
+            "stagehand_kube_client_requests",
+            "Requests of the operator's Kubernetes clients, by verb and HTTP status code (error: no answer); mirrors rest_client_requests_total",
+            requests.clone(),
+        );
         let runs = Family::<RunLabels, Counter>::default();
         registry.register(
             "stagehand_runs",
-            "MigrationRuns finished, by result (succeeded, failed, invalid)",
+            "MigrationRuns finished, by the Migration's namespace and name, stage and result",
             runs.clone(),
+        );
+        let last_run = Family::<RunLabels, Gauge>::default();
+        registry.register(
+            "stagehand_last_run_result",
+            "1 for the result of the newest finished run (by creation) of a Migration and stage, 0 for every other result",
+            last_run.clone(),
         );
         let actions = Family::<ActionLabels, Counter>::default();
         registry.register(
             "stagehand_actions",
-            "Actions finished, by action id and result (succeeded, failed, skipped)",
+            "Actions finished, by the Migration's namespace and name, action id and result (succeeded, failed, skipped, stopped)",
             actions.clone(),
         );
-        let durations: DurationFamily = Family::new_with_constructor(duration_histogram);
+        let durations: HistogramFamily<ActionOnly> =
+            Family::new_with_constructor(duration_histogram);
         registry.register(
             "stagehand_action_duration_seconds",
-            "Wall-clock time of an action's plan and apply, by action id",
+            "Wall-clock time of an action's plan and apply, by the Migration's namespace and name and action id",
             durations.clone(),
         );
-        let reconcile_errors = Family::<KindLabels, Counter>::default();
+        let running = Family::<StageActionLabels, Gauge>::default();
         registry.register(
-            "stagehand_reconcile_errors",
-            "Reconciles that ended in an error (retried), by resource kind",
-            reconcile_errors.clone(),
+            "stagehand_actions_running",
+            "Actions executing now, by the Migration's namespace and name, stage and action id",
+            running.clone(),
         );
-        let queue_depth = Gauge::default();
+        let runs_waiting = Gauge::default();
         registry.register(
-            "stagehand_queue_depth",
-            "MigrationRuns waiting to start (for their Migration, release, pre run or another run)",
-            queue_depth.clone(),
+            "stagehand_runs_waiting",
+            "MigrationRuns waiting to start (for their Migration, release, pre run, another run, a suspension or an approval)",
+            runs_waiting.clone(),
         );
         let leader = Gauge::default();
         registry.register(
@@ -144,53 +344,191 @@ impl Metrics {
             "1 while this replica leads (runs the controllers), 0 while it stands by",
             leader.clone(),
         );
-        let run_phase_since = Family::<RunPhaseLabels, Gauge>::default();
+        let run_phase_since = Family::<PhaseLabels, Gauge>::default();
         registry.register(
             "stagehand_run_phase_start_timestamp_seconds",
-            "Unix time at which an unfinished MigrationRun (namespace/name) entered its phase, waiting or running, as this operator saw it; gone when the run finishes",
+            "Unix time at which the longest-waiting (or -running) unfinished run of a Migration and stage entered its phase, as this operator saw it; gone when none is in that phase",
             run_phase_since.clone(),
         );
-        // Every run result and the two kinds exist from the start, at zero.
-        for result in RUN_RESULTS {
-            let _ = runs.get_or_create(&RunLabels {
-                result: result.into(),
-            });
-        }
-        for kind in ["MigrationRun", "Migration"] {
-            let _ = reconcile_errors.get_or_create(&KindLabels { kind: kind.into() });
+        for controller in CONTROLLERS {
+            let labels = ControllerLabels {
+                controller: controller.into(),
+            };
+            for result in ["success", "error"] {
+                let _ = reconciles.get_or_create(&ReconcileLabels {
+                    controller: controller.into(),
+                    result: result.into(),
+                });
+            }
+            let _ = reconcile_errors.get_or_create(&labels);
+            let _ = reconcile_duration.get_or_create(&labels);
+            let _ = active.get_or_create(&labels);
+            let _ = queue_depth.get_or_create(&labels);
+            let _ = queue_adds.get_or_create(&labels);
+            let _ = queue_latency.get_or_create(&labels);
         }
         Self {
             inner: Arc::new(Inner {
                 registry,
+                reconciles,
+                reconcile_errors,
+                reconcile_duration,
+                active,
+                queue_depth,
+                queue_adds,
+                queue_latency,
+                requests,
                 runs,
+                last_run,
                 actions,
                 durations,
-                reconcile_errors,
-                queue_depth,
-                waiting: Mutex::new(HashSet::new()),
+                running,
+                runs_waiting,
                 leader,
                 run_phase_since,
-                phases: Mutex::new(HashMap::new()),
+                state: Mutex::new(State::default()),
             }),
         }
     }
 
-    /// A run reached a terminal state: `result` is `succeeded`, `failed` or `invalid`.
-    pub fn run_finished(&self, result: &str) {
+    /// The object `key` (`namespace/name`) of `controller` was triggered (a watch event, a
+    /// wake-up): it is due for a reconcile. Counted once until its reconcile starts.
+    pub fn triggered(&self, controller: &'static str, key: &str) {
+        let mut state = lock(&self.inner.state);
+        let entry = (controller, key.to_string());
+        if state.queued.contains_key(&entry) {
+            return;
+        }
+        state.queued.insert(entry, Instant::now());
         self.inner
-            .runs
-            .get_or_create(&RunLabels {
-                result: result.to_string(),
+            .queue_adds
+            .get_or_create(&controller_labels(controller))
+            .inc();
+        self.set_depth(&state, controller);
+    }
+
+    /// The object `key` of `controller` will not be reconciled (it is gone).
+    pub fn dropped(&self, controller: &'static str, key: &str) {
+        let mut state = lock(&self.inner.state);
+        if state
+            .queued
+            .remove(&(controller, key.to_string()))
+            .is_some()
+        {
+            self.set_depth(&state, controller);
+        }
+    }
+
+    fn set_depth(&self, state: &State, controller: &'static str) {
+        let depth = state
+            .queued
+            .keys()
+            .filter(|(c, _)| *c == controller)
+            .count();
+        self.inner
+            .queue_depth
+            .get_or_create(&controller_labels(controller))
+            .set(i64::try_from(depth).unwrap_or(i64::MAX));
+    }
+
+    /// A reconcile of `key` by `controller` starts: the time it was pending is observed;
+    /// [`Reconciling::finished`] records how it ended.
+    pub fn reconcile_started(&self, controller: &'static str, key: &str) -> Reconciling {
+        let labels = controller_labels(controller);
+        {
+            let mut state = lock(&self.inner.state);
+            if let Some(since) = state.queued.remove(&(controller, key.to_string())) {
+                self.inner
+                    .queue_latency
+                    .get_or_create(&labels)
+                    .observe(since.elapsed().as_secs_f64());
+                self.set_depth(&state, controller);
+            }
+        }
+        self.inner.active.get_or_create(&labels).inc();
+        Reconciling {
+            metrics: self.clone(),
+            controller,
+            started: Instant::now(),
+        }
+    }
+
+    /// A request of a Kubernetes client was answered with `code` (`None`: no answer).
+    pub fn kube_request(&self, verb: &str, code: Option<u16>) {
+        self.inner
+            .requests
+            .get_or_create(&RequestLabels {
+                verb: verb.to_string(),
+                code: code.map_or_else(|| "error".to_string(), |c| c.to_string()),
             })
             .inc();
     }
 
-    /// An action finished: `result` is `succeeded`, `failed` or `skipped`; `seconds` (its
-    /// plan and apply time) is recorded in the duration histogram unless it was skipped.
-    pub fn action_finished(&self, id: &str, result: &str, seconds: f64) {
+    /// A run of a Migration and stage was seen: every result of its runs' series exists
+    /// from now on (at zero), so the first of each counts. Idempotent.
+    pub fn run_seen(&self, run: &RunRef) {
+        for result in RUN_RESULTS {
+            let labels = run.run_labels(result);
+            let _ = self.inner.runs.get_or_create(&labels);
+            let _ = self.inner.last_run.get_or_create(&labels);
+        }
+    }
+
+    /// A run ended with `result` (its Ready reason, lower case): counted once, by the
+    /// operator that wrote it.
+    pub fn run_finished(&self, run: &RunRef, result: &str) {
+        self.run_seen(run);
+        self.inner.runs.get_or_create(&run.run_labels(result)).inc();
+    }
+
+    /// A finished run was seen (ended by this operator, or listed by its watch): when it is
+    /// the newest of its Migration and stage by `created` (Unix seconds; at equal times the
+    /// one seen last), its result becomes the Migration's last one. Idempotent.
+    pub fn last_run(&self, run: &RunRef, created: i64, result: &str) {
+        self.run_seen(run);
+        let mut state = lock(&self.inner.state);
+        let group = run.group();
+        if state
+            .last_run
+            .get(&group)
+            .is_some_and(|&seen| seen > created)
+        {
+            return;
+        }
+        state.last_run.insert(group, created);
+        for r in RUN_RESULTS {
+            self.inner
+                .last_run
+                .get_or_create(&run.run_labels(r))
+                .set(i64::from(r == result));
+        }
+    }
+
+    /// An action of `run` executes until the returned guard is dropped.
+    pub fn action_running(&self, run: &RunRef, id: &str) -> ActionRunning {
+        let gauge = self
+            .inner
+            .running
+            .get_or_create(&StageActionLabels {
+                migration_namespace: run.namespace.clone(),
+                migration: run.migration.clone(),
+                stage: run.stage.clone(),
+                action: id.to_string(),
+            })
+            .clone();
+        gauge.inc();
+        ActionRunning { gauge }
+    }
+
+    /// An action of `run` finished: `result` is `succeeded`, `failed`, `skipped` or
+    /// `stopped`; `seconds` (its plan and apply time) is recorded in the duration histogram
+    /// unless it was skipped.
+    pub fn action_finished(&self, run: &RunRef, id: &str, result: &str, seconds: f64) {
         self.inner
             .actions
             .get_or_create(&ActionLabels {
+                migration_namespace: run.namespace.clone(),
+                migration: run.migration.clone(),
                 action: id.to_string(),
                 result: result.to_string(),
             })
@@ -199,37 +537,12 @@ impl Metrics {
             self.inner
                 .durations
                 .get_or_create(&ActionOnly {
+                    migration_namespace: run.namespace.clone(),
+                    migration: run.migration.clone(),
                     action: id.to_string(),
                 })
                 .observe(seconds.max(0.0));
         }
-    }
-
-    /// A reconcile of `kind` (`MigrationRun` or `Migration`) ended in an error.
-    pub fn reconcile_error(&self, kind: &str) {
-        self.inner
-            .reconcile_errors
-            .get_or_create(&KindLabels {
-                kind: kind.to_string(),
-            })
-            .inc();
-    }
-
-    /// Marks the run `key` (e.g. `namespace/name`) as waiting to start or not; the queue depth
-    /// gauge is the number of runs currently waiting. Idempotent.
-    pub fn run_waiting(&self, key: &str, waiting: bool) {
-        let mut set = match self.inner.waiting.lock() {
-            Ok(set) => set,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        if waiting {
-            set.insert(key.to_string());
-        } else {
-            set.remove(key);
-        }
-        self.inner
-            .queue_depth
-            .set(i64::try_from(set.len()).unwrap_or(i64::MAX));
     }
 
     /// Whether this replica leads (runs the controllers).
@@ -237,48 +550,57 @@ impl Metrics {
         self.inner.leader.set(i64::from(leading));
     }
 
-    /// The run `key` (`namespace/name`) is in `phase` (`Some("waiting")`, `Some("running")`)
-    /// or finished (`None`). On a change of phase its start timestamp series is replaced by
-    /// one of the new phase, stamped now; finished runs have none. Idempotent.
-    pub fn run_phase(&self, key: &str, phase: Option<&'static str>) {
-        let mut phases = match self.inner.phases.lock() {
-            Ok(p) => p,
-            Err(poisoned) => poisoned.into_inner(),
+    /// The run is in `phase` (`Some("waiting")`, `Some("running")`) or finished (`None`):
+    /// the runs-waiting gauge and the phase start series of its Migration and stage (the
+    /// earliest start among its runs in that phase) follow. Idempotent.
+    pub fn run_phase(&self, run: &RunRef, phase: Option<&'static str>) {
+        let key = format!("{}/{}", run.namespace, run.name);
+        let mut state = lock(&self.inner.state);
+        let changed = if phase == Some("waiting") {
+            state.waiting.insert(key.clone())
+        } else {
+            state.waiting.remove(&key)
         };
-        let before = phases.get(key).copied();
-        if before == phase {
+        if changed {
+            self.inner
+                .runs_waiting
+                .set(i64::try_from(state.waiting.len()).unwrap_or(i64::MAX));
+        }
+        let before = state.phases.get(&key).map(|(l, _)| l.phase.clone());
+        if before.as_deref() == phase {
             return;
         }
-        if let Some(old) = before {
-            self.inner.run_phase_since.remove(&RunPhaseLabels {
-                run: key.to_string(),
-                phase: old.to_string(),
-            });
+        if let Some((old, _)) = state.phases.remove(&key) {
+            self.set_phase_since(&state, &old);
         }
-        match phase {
-            Some(new) => {
-                let now = SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .map(|d| d.as_secs())
-                    .unwrap_or_default();
-                self.inner
-                    .run_phase_since
-                    .get_or_create(&RunPhaseLabels {
-                        run: key.to_string(),
-                        phase: new.to_string(),
-                    })
-                    .set(i64::try_from(now).unwrap_or(i64::MAX));
-                phases.insert(key.to_string(), new);
-            }
-            None => {
-                phases.remove(key);
-            }
+        if let Some(new) = phase {
+            let labels = PhaseLabels {
+                migration_namespace: run.namespace.clone(),
+                migration: run.migration.clone(),
+                stage: run.stage.clone(),
+                phase: new.to_string(),
+            };
+            state.phases.insert(key, (labels.clone(), unix_now()));
+            self.set_phase_since(&state, &labels);
         }
     }
 
-    /// Sets the queue depth gauge directly (instead of [`Metrics::run_waiting`]).
-    pub fn set_queue_depth(&self, depth: i64) {
-        self.inner.queue_depth.set(depth);
+    /// The series of `labels`: the earliest start of its runs, gone when it has none.
+    fn set_phase_since(&self, state: &State, labels: &PhaseLabels) {
+        let earliest = state
+            .phases
+            .values()
+            .filter(|(l, _)| l == labels)
+            .map(|(_, since)| *since)
+            .min();
+        match earliest {
+            Some(since) => {
+                self.inner.run_phase_since.get_or_create(labels).set(since);
+            }
+            None => {
+                self.inner.run_phase_since.remove(labels);
+            }
+        }
     }
 
     /// The metrics in the OpenMetrics text format (which Prometheus scrapes).
@@ -289,65 +611,378 @@ impl Metrics {
         }
         out
     }
+
+    /// A Kubernetes client built from `config` whose requests are counted here.
+    pub fn client(&self, config: kube::Config) -> Result<kube::Client, kube::Error> {
+        Ok(kube::client::ClientBuilder::try_from(config)?
+            .with_layer(&CountRequests {
+                metrics: self.clone(),
+            })
+            .build())
+    }
+}
+
+fn controller_labels(controller: &str) -> ControllerLabels {
+    ControllerLabels {
+        controller: controller.to_string(),
+    }
+}
+
+/// An action executing ([`Metrics::action_running`]).
+#[derive(Debug)]
+pub struct ActionRunning {
+    gauge: Gauge,
+}
+
+impl Drop for ActionRunning {
+    fn drop(&mut self) {
+        self.gauge.dec();
+    }
+}
+
+/// A reconcile in flight ([`Metrics::reconcile_started`]).
+#[derive(Debug)]
+pub struct Reconciling {
+    metrics: Metrics,
+    controller: &'static str,
+    started: Instant,
+}
+
+impl Reconciling {
+    /// The reconcile ended: `ok` (`success`) or in an error (`error`, also counted in
+    /// `stagehand_reconcile_errors_total`).
+    pub fn finished(self, ok: bool) {
+        let inner = &self.metrics.inner;
+        let labels = controller_labels(self.controller);
+        inner
+            .reconciles
+            .get_or_create(&ReconcileLabels {
+                controller: self.controller.to_string(),
+                result: if ok { "success" } else { "error" }.to_string(),
+            })
+            .inc();
+        if !ok {
+            inner.reconcile_errors.get_or_create(&labels).inc();
+        }
+        inner
+            .reconcile_duration
+            .get_or_create(&labels)
+            .observe(self.started.elapsed().as_secs_f64());
+    }
+}
+
+impl Drop for Reconciling {
+    fn drop(&mut self) {
+        self.metrics
+            .inner
+            .active
+            .get_or_create(&controller_labels(self.controller))
+            .dec();
+    }
+}
+
+/// The Kubernetes verb of a request (`get`, `list`, `watch`, `create`, `update`, `patch`,
+/// `delete`, `deletecollection`; `other`), from its method and path: a path that ends at a
+/// resource type is a collection.
+pub fn verb(method: &http::Method, uri: &http::Uri) -> &'static str {
+    let segments: Vec<&str> = uri.path().split('/').filter(|s| !s.is_empty()).collect();
+    let rest: &[&str] = match segments.as_slice() {
+        ["api", _version, rest @ ..] => rest,
+        ["apis", _group, _version, rest @ ..] => rest,
+        _ => &[],
+    };
+    // `namespaces` itself, a resource type (cluster-wide or in a namespace): a collection.
+    let collection = matches!(rest, [_] | ["namespaces", _, _]);
+    let watching = uri
+        .query()
+        .is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"));
+    match *method {
+        http::Method::GET if watching => "watch",
+        http::Method::GET if collection => "list",
+        http::Method::GET => "get",
+        http::Method::POST => "create",
+        http::Method::PUT => "update",
+        http::Method::PATCH => "patch",
+        http::Method::DELETE if collection => "deletecollection",
+        http::Method::DELETE => "delete",
+        _ => "other",
+    }
+}
+
+/// The tower layer that counts a Kubernetes client's requests ([`Metrics::client`]).
+#[derive(Clone, Debug)]
+struct CountRequests {
+    metrics: Metrics,
+}
+
+impl<S> tower::Layer<S> for CountRequests {
+    type Service = Counted<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Counted {
+            inner,
+            metrics: self.metrics.clone(),
+        }
+    }
+}
+
+/// A service whose requests are counted by verb and status code.
+#[derive(Clone, Debug)]
+pub struct Counted<S> {
+    inner: S,
+    metrics: Metrics,
+}
+
+impl<S, B, R> tower::Service<http::Request<B>> for Counted<S>
+where
+    S: tower::Service<http::Request<B>, Response = http::Response<R>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let verb = verb(request.method(), request.uri());
+        let metrics = self.metrics.clone();
+        let answer = self.inner.call(request);
+        Box::pin(async move {
+            let answer = answer.await;
+            let code = answer.as_ref().ok().map(|r| r.status().as_u16());
+            metrics.kube_request(verb, code);
+            answer
+        })
+    }
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    fn run(name: &str) -> RunRef {
+        RunRef {
+            namespace: "ns".into(),
+            migration: "opendesk".into(),
+            stage: "pre".into(),
+            name: name.into(),
+        }
+    }
+
+    const GROUP: &str = "migration_namespace=\"ns\",migration=\"opendesk\",stage=\"pre\"";
 
     #[test]
     fn encodes_every_metric() {
         let m = Metrics::new();
-        m.run_finished("succeeded");
-        m.action_finished("workload_scale", "succeeded", 1.5);
-        m.action_finished("workload_scale", "skipped", 0.0);
-        m.reconcile_error("MigrationRun");
-        m.run_waiting("ns/a", true);
-        m.run_waiting("ns/b", true);
-        m.run_waiting("ns/a", false);
+        m.run_finished(&run("a"), "succeeded");
+        m.action_finished(&run("a"), "workload_scale", "succeeded", 1.5);
+        m.action_finished(&run("a"), "workload_scale", "skipped", 0.0);
+        m.reconcile_started(RUN_CONTROLLER, "ns/a").finished(false);
+        m.run_phase(&run("a"), Some("waiting"));
+        m.run_phase(&run("b"), Some("waiting"));
+        m.run_phase(&run("a"), Some("running"));
+        m.kube_request("patch", Some(200));
+        m.kube_request("get", None);
+        let running = m.action_running(&run("a"), "workload_scale");
         let text = m.encode();
-        assert!(text.contains("stagehand_runs_total{result=\"succeeded\"} 1"));
-        assert!(text.contains("stagehand_runs_total{result=\"invalid\"} 0"));
-        assert!(
-            text.contains(
-                "stagehand_actions_total{action=\"workload_scale\",result=\"skipped\"} 1"
-            )
-        );
-        assert!(
-            text.contains("stagehand_action_duration_seconds_count{action=\"workload_scale\"} 1")
-        );
-        assert!(text.contains("stagehand_reconcile_errors_total{kind=\"MigrationRun\"} 1"));
-        assert!(text.contains("stagehand_queue_depth 1"));
-        assert!(text.contains("stagehand_leader 0"));
+        assert!(text.contains("stagehand_actions_running{migration_namespace=\"ns\",migration=\"opendesk\",stage=\"pre\",action=\"workload_scale\"} 1"), "{text}");
+        drop(running);
+        let text = m.encode();
+        for line in [
+            &format!("stagehand_runs_total{{{GROUP},result=\"succeeded\"}} 1"),
+            &format!("stagehand_runs_total{{{GROUP},result=\"terminating\"}} 0"),
+            "stagehand_actions_total{migration_namespace=\"ns\",migration=\"opendesk\",action=\"workload_scale\",result=\"skipped\"} 1",
+            "stagehand_action_duration_seconds_count{migration_namespace=\"ns\",migration=\"opendesk\",action=\"workload_scale\"} 1",
+            "stagehand_reconcile_errors_total{controller=\"migrationrun\"} 1",
+            "stagehand_reconcile_errors_total{controller=\"migration\"} 0",
+            "stagehand_reconcile_total{controller=\"migrationrun\",result=\"error\"} 1",
+            "stagehand_reconcile_total{controller=\"migration\",result=\"success\"} 0",
+            "stagehand_reconcile_duration_seconds_count{controller=\"migrationrun\"} 1",
+            "stagehand_reconcile_active{controller=\"migrationrun\"} 0",
+            "stagehand_runs_waiting 1",
+            "stagehand_actions_running{migration_namespace=\"ns\",migration=\"opendesk\",stage=\"pre\",action=\"workload_scale\"} 0",
+            "stagehand_leader 0",
+            "stagehand_kube_client_requests_total{verb=\"patch\",code=\"200\"} 1",
+            "stagehand_kube_client_requests_total{verb=\"get\",code=\"error\"} 1",
+            &format!(
+                "stagehand_build_info{{version=\"{}\",commit=\"{}\"}} 1",
+                env!("CARGO_PKG_VERSION"),
+                env!("STAGEHAND_GIT_COMMIT")
+            ),
+        ] {
+            assert!(text.contains(line), "{line} missing:\n{text}");
+        }
+        assert!(!text.contains("run=\""), "no run names as labels:\n{text}");
     }
 
     #[test]
-    fn every_run_result_starts_at_zero() {
-        let text = Metrics::new().encode();
+    fn every_run_result_starts_at_zero_once_a_migration_is_seen() {
+        let m = Metrics::new();
+        m.run_seen(&run("a"));
+        let text = m.encode();
         for result in RUN_RESULTS {
-            let line = format!("stagehand_runs_total{{result=\"{result}\"}} 0");
-            assert!(text.contains(&line), "{line} missing:\n{text}");
+            for name in ["stagehand_runs_total", "stagehand_last_run_result"] {
+                let line = format!("{name}{{{GROUP},result=\"{result}\"}} 0");
+                assert!(text.contains(&line), "{line} missing:\n{text}");
+            }
         }
     }
 
     #[test]
-    fn a_run_has_one_phase_series_until_it_finishes() {
+    fn the_last_run_is_the_newest_by_creation() {
         let m = Metrics::new();
-        m.set_leader(true);
-        m.run_phase("ns/a", Some("waiting"));
+        m.last_run(&run("old"), 100, "failed");
         let text = m.encode();
-        assert!(text.contains("stagehand_leader 1"), "{text}");
+        assert!(text.contains(&format!(
+            "stagehand_last_run_result{{{GROUP},result=\"failed\"}} 1"
+        )));
+        // An older run seen later (a list after a restart) does not hide the newer one.
+        m.last_run(&run("older"), 50, "succeeded");
+        let text = m.encode();
+        assert!(
+            text.contains(&format!(
+                "stagehand_last_run_result{{{GROUP},result=\"failed\"}} 1"
+            )),
+            "{text}"
+        );
+        m.last_run(&run("new"), 200, "succeeded");
+        let text = m.encode();
+        assert!(
+            text.contains(&format!(
+                "stagehand_last_run_result{{{GROUP},result=\"failed\"}} 0"
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "stagehand_last_run_result{{{GROUP},result=\"succeeded\"}} 1"
+            )),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_work_queue_counts_an_object_once_until_its_reconcile_starts() {
+        let m = Metrics::new();
+        m.triggered(RUN_CONTROLLER, "ns/a");
+        m.triggered(RUN_CONTROLLER, "ns/a");
+        m.triggered(RUN_CONTROLLER, "ns/b");
+        let text = m.encode();
+        assert!(
+            text.contains("stagehand_workqueue_depth{controller=\"migrationrun\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("stagehand_workqueue_adds_total{controller=\"migrationrun\"} 2"),
+            "{text}"
+        );
+        let reconciling = m.reconcile_started(RUN_CONTROLLER, "ns/a");
+        m.dropped(RUN_CONTROLLER, "ns/b");
+        let text = m.encode();
+        assert!(
+            text.contains("stagehand_workqueue_depth{controller=\"migrationrun\"} 0"),
+            "{text}"
+        );
         assert!(
             text.contains(
-                "stagehand_run_phase_start_timestamp_seconds{run=\"ns/a\",phase=\"waiting\"} "
+                "stagehand_workqueue_queue_duration_seconds_count{controller=\"migrationrun\"} 1"
             ),
             "{text}"
         );
-        m.run_phase("ns/a", Some("running"));
+        assert!(
+            text.contains("stagehand_reconcile_active{controller=\"migrationrun\"} 1"),
+            "{text}"
+        );
+        reconciling.finished(true);
         let text = m.encode();
-        assert!(!text.contains("phase=\"waiting\""), "{text}");
-        assert!(text.contains("{run=\"ns/a\",phase=\"running\"} "), "{text}");
-        m.run_phase("ns/a", None);
-        assert!(!m.encode().contains("run=\"ns/a\""));
+        assert!(
+            text.contains("stagehand_reconcile_active{controller=\"migrationrun\"} 0"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "stagehand_reconcile_total{controller=\"migrationrun\",result=\"success\"} 1"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_migration_has_one_phase_series_per_stage_until_its_runs_finish() {
+        let m = Metrics::new();
+        m.set_leader(true);
+        m.run_phase(&run("a"), Some("waiting"));
+        m.run_phase(&run("b"), Some("waiting"));
+        let text = m.encode();
+        assert!(text.contains("stagehand_leader 1"), "{text}");
+        let waiting =
+            format!("stagehand_run_phase_start_timestamp_seconds{{{GROUP},phase=\"waiting\"}} ");
+        assert_eq!(text.matches(&waiting).count(), 1, "{text}");
+        m.run_phase(&run("a"), Some("running"));
+        let text = m.encode();
+        assert!(text.contains(&waiting), "b still waits: {text}");
+        assert!(text.contains("phase=\"running\"} "), "{text}");
+        m.run_phase(&run("a"), None);
+        m.run_phase(&run("b"), None);
+        let text = m.encode();
+        assert!(
+            !text.contains("stagehand_run_phase_start_timestamp_seconds{"),
+            "{text}"
+        );
+        assert!(text.contains("stagehand_runs_waiting 0"), "{text}");
+    }
+
+    #[test]
+    fn requests_are_named_by_their_kubernetes_verb() {
+        let cases = [
+            (
+                "GET",
+                "/apis/stagehand.dev/v1/namespaces/ns/migrationruns?watch=true&resourceVersion=1",
+                "watch",
+            ),
+            (
+                "GET",
+                "/apis/stagehand.dev/v1/namespaces/ns/migrationruns?limit=100",
+                "list",
+            ),
+            ("GET", "/apis/stagehand.dev/v1/migrationruns", "list"),
+            (
+                "GET",
+                "/api/v1/namespaces/ns/configmaps/opendesk-history",
+                "get",
+            ),
+            ("GET", "/api/v1/namespaces/ns", "get"),
+            ("GET", "/api/v1/namespaces", "list"),
+            (
+                "PATCH",
+                "/apis/stagehand.dev/v1/namespaces/ns/migrationruns/r/status",
+                "patch",
+            ),
+            (
+                "POST",
+                "/apis/events.k8s.io/v1/namespaces/ns/events",
+                "create",
+            ),
+            (
+                "PUT",
+                "/apis/coordination.k8s.io/v1/namespaces/ns/leases/stagehand-leader",
+                "update",
+            ),
+            (
+                "DELETE",
+                "/apis/stagehand.dev/v1/namespaces/ns/migrationruns/old",
+                "delete",
+            ),
+            ("DELETE", "/api/v1/namespaces/ns/pods", "deletecollection"),
+        ];
+        for (method, uri, expected) in cases {
+            let method: http::Method = method.parse().unwrap();
+            let uri: http::Uri = uri.parse().unwrap();
+            assert_eq!(verb(&method, &uri), expected, "{method} {uri}");
+        }
     }
 }

@@ -266,3 +266,52 @@ fn anchors_are_githubs() {
     .collect();
     assert_eq!(anchors(page), expected);
 }
+
+/// Every reason a run's or Migration's conditions carry has its page in docs/runbook.md, under
+/// the anchor its `Stalled` message ends with.
+#[test]
+fn every_reason_has_its_runbook_page() {
+    let runbook = anchors(&read("docs/runbook.md"));
+    let missing: Vec<&str> = stagehand::run::conditions::REASONS
+        .into_iter()
+        .filter(|reason| {
+            let page = stagehand::run::conditions::runbook_page(reason);
+            let anchor = page.split_once('#').map(|(_, a)| a).unwrap_or_default();
+            !runbook.contains(anchor)
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "reasons without a page (a heading ### `Reason`) in docs/runbook.md: {missing:?}"
+    );
+}
+
+/// Each alert of the chart's PrometheusRule links its own page of docs/runbook.md: its
+/// `runbook_url` is `runbookUrl` with the anchor of the alert's name, a heading there.
+#[test]
+fn every_alert_links_its_own_runbook_page() {
+    let template = read("deploy/charts/stagehand/templates/prometheusrule.yaml");
+    let runbook = anchors(&read("docs/runbook.md"));
+    let mut alerts = Vec::new();
+    let mut current: Option<String> = None;
+    for line in template.lines() {
+        if let Some(name) = line.trim().strip_prefix("- alert: ") {
+            assert!(current.is_none(), "{current:?} has no runbook_url");
+            current = Some(name.trim().to_string());
+        } else if line.trim().starts_with("runbook_url:") {
+            let alert = current.take().expect("a runbook_url outside an alert");
+            let anchor = alert.to_ascii_lowercase();
+            assert!(
+                line.contains(&format!("\"%s#{anchor}\" $p.runbookUrl")),
+                "{alert}: its runbook_url is not runbookUrl#{anchor}: {line}"
+            );
+            assert!(
+                runbook.contains(&anchor),
+                "{alert}: docs/runbook.md has no heading whose anchor is #{anchor}"
+            );
+            alerts.push(alert);
+        }
+    }
+    assert!(current.is_none(), "{current:?} has no runbook_url");
+    assert_eq!(alerts.len(), 5, "{alerts:?}");
+}

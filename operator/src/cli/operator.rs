@@ -180,15 +180,20 @@ async fn operate(args: OperatorArgs) -> u8 {
         .allowed_endpoints
         .clone()
         .unwrap_or_else(AllowedEndpoints::everything);
-    let (client, tenancy) =
-        match connect(args.default_service_account.clone(), allowed_endpoints).await {
-            Ok(c) => c,
-            Err(e) => {
-                error!(error = %e, "cannot connect");
-                eprintln!("stagehand operator: cannot connect: {e}");
-                return EXIT_USAGE;
-            }
-        };
+    let (client, tenancy) = match connect(
+        args.default_service_account.clone(),
+        allowed_endpoints,
+        &metrics,
+    )
+    .await
+    {
+        Ok(c) => c,
+        Err(e) => {
+            error!(error = %e, "cannot connect");
+            eprintln!("stagehand operator: cannot connect: {e}");
+            return EXIT_USAGE;
+        }
+    };
     // One GET /version in the background: logged with the supported range, a warning outside it.
     let version_client = client.clone();
     tokio::spawn(async move { crate::supported::log_server_version(&version_client).await });
@@ -378,17 +383,21 @@ async fn run_controllers(
 
 /// The operator's own client and the tenancy of its runs, from the inferred configuration (the
 /// pod's ServiceAccount in a cluster, else the kubeconfig).
+/// Every request of both is counted in `metrics`.
 async fn connect(
     default_service_account: Option<String>,
     allowed_endpoints: AllowedEndpoints,
+    metrics: &Metrics,
 ) -> Result<(kube::Client, Tenancy), kube::Error> {
     let config = kube::Config::infer()
         .await
         .map_err(kube::Error::InferConfig)?;
-    let client = kube::Client::try_from(config.clone())?;
+    let client = metrics.client(config.clone())?;
     Ok((
         client,
-        Tenancy::new(config, default_service_account).with_allowed_endpoints(allowed_endpoints),
+        Tenancy::new(config, default_service_account)
+            .with_allowed_endpoints(allowed_endpoints)
+            .with_metrics(metrics.clone()),
     ))
 }
 

@@ -112,6 +112,50 @@ impl Phase {
     }
 }
 
+/// Every reason a run's or a Migration's conditions carry ([`Phase::reason`], `Malformed`
+/// for an object that does not decode, `Valid` for a Migration without problems): each has
+/// its page in docs/runbook.md, under a heading that is the reason
+/// (`operator/tests/doc_citations.rs` checks it).
+pub const REASONS: [&str; 18] = [
+    "Waiting",
+    "Running",
+    "Succeeded",
+    "Failed",
+    "Invalid",
+    "Suspended",
+    "DeclarationsChanged",
+    "PreflightFailed",
+    "HistoryUnreadable",
+    "AwaitingApproval",
+    "Terminating",
+    "PreRunFailed",
+    "PreRunOutdated",
+    "HistoryIncomplete",
+    "InterruptedUpgrade",
+    "FindingsChanged",
+    "Malformed",
+    "Valid",
+];
+
+/// The runbook, whose headings are the reasons.
+const RUNBOOK: &str = "docs/runbook.md";
+
+/// The runbook page of `reason`: the runbook with the anchor of its heading, the reason in
+/// lower case (`docs/runbook.md#preflightfailed`).
+pub fn runbook_page(reason: &str) -> String {
+    format!("{RUNBOOK}#{}", reason.to_ascii_lowercase())
+}
+
+/// A `Stalled=True` message: `message` (cut to fit), ending with the reason's runbook page
+/// (`...; runbook: docs/runbook.md#preflightfailed`).
+pub fn stalled_message(reason: &str, message: &str) -> String {
+    let page = format!("; runbook: {}", runbook_page(reason));
+    format!(
+        "{}{page}",
+        bounded(message, MAX_MESSAGE_BYTES.saturating_sub(page.len()))
+    )
+}
+
 /// The most bytes a condition's message holds (metav1.Condition's `maxLength`): a message
 /// built from the input (a declaration problem quoting a 1 MiB value, a server's answer
 /// quoting a 1 MiB name) is cut there, so that the status write that reports it is never
@@ -192,10 +236,22 @@ pub fn run_conditions(
     let done = phase.is_terminal();
     let succeeded = matches!(phase, Phase::Succeeded(_));
     let stalled = phase.is_stalled();
+    let stalled_says = if stalled {
+        stalled_message(reason, message)
+    } else {
+        message.to_string()
+    };
     let mut out = vec![
         condition("Ready", succeeded, reason, message, generation, previous),
         condition("Reconciling", !done, reason, message, generation, previous),
-        condition("Stalled", stalled, reason, message, generation, previous),
+        condition(
+            "Stalled",
+            stalled,
+            reason,
+            &stalled_says,
+            generation,
+            previous,
+        ),
     ];
     if done {
         out.push(condition(
@@ -234,7 +290,14 @@ pub fn migration_conditions(
         let message = format!("{} problem(s): {}", problems.len(), problems.join("; "));
         vec![
             condition("Ready", false, reason, &message, generation, previous),
-            condition("Stalled", true, reason, &message, generation, previous),
+            condition(
+                "Stalled",
+                true,
+                reason,
+                &stalled_message(reason, &message),
+                generation,
+                previous,
+            ),
         ]
     }
 }
@@ -323,6 +386,67 @@ mod tests {
             "kstatus: InProgress"
         );
         assert!(awaiting.iter().all(|c| c.type_ != "Succeeded"), "not over");
+    }
+
+    #[test]
+    fn a_stalled_message_ends_with_its_reason_s_runbook_page() {
+        let phases = [
+            Phase::Waiting(String::new()),
+            Phase::Running(String::new()),
+            Phase::Succeeded(String::new()),
+            Phase::Failed(String::new()),
+            Phase::Invalid(String::new()),
+            Phase::Suspended(String::new()),
+            Phase::DeclarationsChanged(String::new()),
+            Phase::PreflightFailed(String::new()),
+            Phase::HistoryUnreadable(String::new()),
+            Phase::AwaitingApproval(String::new()),
+            Phase::Terminating(String::new()),
+            Phase::PreRunFailed(String::new()),
+            Phase::PreRunOutdated(String::new()),
+            Phase::HistoryIncomplete(String::new()),
+            Phase::InterruptedUpgrade(String::new()),
+            Phase::FindingsChanged(String::new()),
+        ];
+        for phase in &phases {
+            let reason = phase.reason();
+            assert!(
+                REASONS.contains(&reason),
+                "{reason} has no runbook page listed"
+            );
+            // Every way a run can end exists at 0 in the run series the alerts read.
+            let result = reason.to_ascii_lowercase();
+            assert_eq!(
+                crate::metrics::RUN_RESULTS.contains(&result.as_str()),
+                phase.is_terminal(),
+                "{reason}: metrics::RUN_RESULTS lists exactly the terminal reasons"
+            );
+        }
+        let c = run_conditions(&Phase::PreflightFailed("no Secret s".into()), Some(1), &[]);
+        assert_eq!(
+            get(&c, "Stalled").message,
+            "no Secret s; runbook: docs/runbook.md#preflightfailed"
+        );
+        assert_eq!(
+            get(&c, "Ready").message,
+            "no Secret s",
+            "only Stalled names it"
+        );
+        let running = run_conditions(&Phase::Running("action 0".into()), Some(1), &[]);
+        assert_eq!(get(&running, "Stalled").message, "action 0");
+        let long = run_conditions(&Phase::Failed("x".repeat(1 << 20)), Some(1), &[]);
+        let message = &get(&long, "Stalled").message;
+        assert!(message.len() <= MAX_MESSAGE_BYTES);
+        assert!(
+            message.ends_with("; runbook: docs/runbook.md#failed"),
+            "cut before the page"
+        );
+        let invalid = migration_conditions("Invalid", &["bad".into()], None, &[]);
+        assert!(
+            get(&invalid, "Stalled")
+                .message
+                .ends_with("; runbook: docs/runbook.md#invalid")
+        );
     }
 
     #[test]

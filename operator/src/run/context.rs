@@ -48,6 +48,8 @@ pub struct Tenancy {
     allowed_endpoints: AllowedEndpoints,
     /// One client per impersonated identity, built once.
     clients: Arc<Mutex<HashMap<String, Client>>>,
+    /// Where the impersonating clients' requests are counted.
+    metrics: Option<crate::metrics::Metrics>,
 }
 
 impl std::fmt::Debug for Tenancy {
@@ -95,7 +97,16 @@ impl Tenancy {
             default_service_account: default_service_account.filter(|s| !s.is_empty()),
             allowed_endpoints: AllowedEndpoints::everything(),
             clients: Arc::default(),
+            metrics: None,
         }
+    }
+
+    /// The same tenancy, its impersonating clients' requests counted in `metrics`
+    /// (`stagehand_kube_client_requests_total`).
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: crate::metrics::Metrics) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// The same tenancy, allowing runs only the endpoints `allowed` matches.
@@ -145,7 +156,11 @@ impl Tenancy {
         // Groups left to the API server: impersonating a ServiceAccount's user name, it adds
         // `system:serviceaccounts` and `system:serviceaccounts:<namespace>` itself.
         config.auth_info.impersonate_groups = None;
-        let client = Client::try_from(config).map_err(|source| TenancyError {
+        let client = match &self.metrics {
+            Some(metrics) => metrics.client(config),
+            None => Client::try_from(config),
+        }
+        .map_err(|source| TenancyError {
             identity: identity.clone(),
             source,
         })?;

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action as Requeue, Config, Controller, Error as ControllerError};
 use kube::runtime::events::EventType;
 use kube::runtime::events::{Recorder, Reporter};
@@ -24,6 +25,7 @@ use super::own_crds::migrate_own_crds;
 use super::reconcile::reconcile;
 use super::status::update_migration_status;
 use super::view::RunsView;
+use crate::metrics::{MIGRATION_CONTROLLER, Metrics, RUN_CONTROLLER, RunRef};
 
 /// A Migration's reconcile: its history ledger (written from its status when a Migration of
 /// an older Stagehand has none yet) mirrored into its status, and its declarations assessed
@@ -108,20 +110,78 @@ async fn publish_warnings(context: &Context, migration: &Migration, warnings: &[
     }
 }
 
-fn retry(object: Arc<DynamicObject>, error: &Error, context: Arc<Context>) -> Requeue {
+/// A reconcile's error: logged (and counted by [`decoded`]), retried after 5 s.
+fn retry(_object: Arc<DynamicObject>, error: &Error, _context: Arc<Context>) -> Requeue {
     warn!(%error, "reconcile failed; retrying");
-    let kind = object.types.as_ref().map_or("unknown", |t| t.kind.as_str());
-    context.metrics.reconcile_error(kind);
     Requeue::requeue(Duration::from_secs(5))
+}
+
+/// `namespace/name` of an object, as the work-queue metrics key it.
+fn queue_key(namespace: Option<&str>, name: &str) -> String {
+    format!("{}/{name}", namespace.unwrap_or_default())
+}
+
+/// Counts an object reaching `controller`'s scheduler (a watch event, a wake-up).
+fn triggered<K: kube::Resource>(metrics: &Metrics, controller: &'static str, object: &K) {
+    let meta = object.meta();
+    metrics.triggered(
+        controller,
+        &queue_key(
+            meta.namespace.as_deref(),
+            meta.name.as_deref().unwrap_or_default(),
+        ),
+    );
+}
+
+/// What the run controller's watch lists of a finished run: its Migration's last result
+/// (`stagehand_last_run_result`), so that an operator started after a run failed still
+/// reports it. Every run seen makes its Migration's run series exist.
+fn observe_run(metrics: &Metrics, event: &watcher::Event<DynamicObject>) {
+    let (watcher::Event::Apply(obj) | watcher::Event::InitApply(obj)) = event else {
+        return;
+    };
+    let text = |pointer: &str| obj.data.pointer(pointer).and_then(|v| v.as_str());
+    let (Some(migration), Some(stage)) = (text("/spec/migrationRef"), text("/spec/stage")) else {
+        return;
+    };
+    let reference = RunRef {
+        namespace: obj.namespace().unwrap_or_default(),
+        migration: migration.to_string(),
+        stage: stage.to_string(),
+        name: obj.name_any(),
+    };
+    metrics.run_seen(&reference);
+    // A finished run has a `Succeeded` condition; its `Ready` reason is how it ended.
+    let conditions = obj
+        .data
+        .pointer("/status/conditions")
+        .and_then(|c| c.as_array())
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let of = |type_: &str| conditions.iter().find(|c| c["type"] == type_);
+    if of("Succeeded").is_some()
+        && let Some(reason) = of("Ready").and_then(|c| c["reason"].as_str())
+    {
+        let created = obj
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map_or(0, |t| t.0.as_second());
+        metrics.last_run(&reference, created, &reason.to_ascii_lowercase());
+    }
 }
 
 /// Decodes an untyped object into its kind and reconciles it; an object that does not decode
 /// gets `Stalled=True` (reason `Malformed`, the decode error as message) and is left alone
 /// until it changes.
+///
+/// Each reconcile is counted and timed for `controller` (`stagehand_reconcile_*`); a malformed
+/// object counts as an error.
 async fn decoded<K, F, Fut>(
     object: Arc<DynamicObject>,
     context: Arc<Context>,
     resource: ApiResource,
+    controller: &'static str,
     reconcile: F,
 ) -> Result<Requeue, Error>
 where
@@ -129,9 +189,17 @@ where
     F: FnOnce(Arc<K>, Arc<Context>) -> Fut,
     Fut: std::future::Future<Output = Result<Requeue, Error>>,
 {
+    let reconciling = context.metrics.reconcile_started(
+        controller,
+        &queue_key(object.metadata.namespace.as_deref(), &object.name_any()),
+    );
     let typed = serde_json::to_value(&*object).and_then(serde_json::from_value::<K>);
     match typed {
-        Ok(k) => reconcile(Arc::new(k), context).await,
+        Ok(k) => {
+            let result = reconcile(Arc::new(k), context).await;
+            reconciling.finished(result.is_ok());
+            result
+        }
         Err(e) => {
             let name = object.name_any();
             let message = format!("cannot read this object: {e}");
@@ -141,13 +209,16 @@ where
                 None => Api::all_with(context.client.clone(), &resource),
             };
             let conditions = super::conditions::run_conditions(
-                &super::conditions::Phase::Failed(message),
+                &super::conditions::Phase::Failed(message.clone()),
                 object.metadata.generation,
                 &[],
             )
             .into_iter()
             .map(|mut c| {
                 c.reason = "Malformed".into();
+                if c.type_ == "Stalled" {
+                    c.message = super::conditions::stalled_message("Malformed", &message);
+                }
                 c
             })
             .collect::<Vec<_>>();
@@ -158,7 +229,7 @@ where
             {
                 warn!(object = %name, error = %e, "cannot report the malformed object");
             }
-            context.metrics.reconcile_error("Malformed");
+            reconciling.finished(false);
             Ok(Requeue::await_change())
         }
     }
@@ -190,7 +261,7 @@ fn run_watch() -> watcher::Config {
 pub async fn run(
     client: Client,
     namespace: Option<String>,
-    metrics: crate::metrics::Metrics,
+    metrics: Metrics,
     steering: Steering,
     max_concurrent_runs: u16,
     tenancy: super::context::Tenancy,
@@ -235,36 +306,86 @@ pub async fn run(
     );
     // Only runs that have not finished are stored and reconciled: a finished run has nothing
     // left to do, and the view keeps of it only what its siblings' gate needs.
+    let metrics = context.metrics.clone();
+    let watched = watcher::watcher(runs, run_watch()).inspect(move |event| {
+        if let Ok(event) = event {
+            observe_run(&metrics, event);
+        }
+    });
+    let metrics = context.metrics.clone();
     let run_events = context
         .runs
-        .reflect(run_writer, watcher::watcher(runs, run_watch()));
+        .reflect(run_writer, watched)
+        .inspect(move |run| {
+            if let Ok(run) = run {
+                triggered(&metrics, RUN_CONTROLLER, run);
+            }
+        });
+    let metrics = context.metrics.clone();
     let wakes = futures::stream::unfold(
         woken,
         |mut rx| async move { rx.recv().await.map(|r| (r, rx)) },
+    )
+    .inspect(
+        move |r: &kube::runtime::reflector::ObjectRef<DynamicObject>| {
+            metrics.triggered(RUN_CONTROLLER, &queue_key(r.namespace.as_deref(), &r.name));
+        },
     );
+    let run_metrics = context.metrics.clone();
+    let migration_metrics = context.metrics.clone();
     let run_controller = Controller::for_stream_with(run_events, run_store, run_resource.clone())
         .with_config(Config::default().concurrency(max_concurrent_runs))
         .reconcile_on(wakes)
         .shutdown_on_signal()
         .run(
-            move |obj, context| decoded(obj, context, run_resource.clone(), reconcile),
+            move |obj, context| {
+                decoded(
+                    obj,
+                    context,
+                    run_resource.clone(),
+                    RUN_CONTROLLER,
+                    reconcile,
+                )
+            },
             retry,
             context.clone(),
         )
-        .for_each(|result| async move {
-            match result {
-                // Woken after it finished (the store holds only unfinished runs) or was
-                // deleted: nothing to do.
-                Err(ControllerError::ObjectNotFound(run)) => {
-                    debug!(run = %run.name, "woken run no longer to reconcile");
+        .for_each(move |result| {
+            // Woken after it finished (the store holds only unfinished runs) or was
+            // deleted: nothing to do.
+            if let Err(ControllerError::ObjectNotFound(run)) = &result {
+                run_metrics.dropped(
+                    RUN_CONTROLLER,
+                    &queue_key(run.namespace.as_deref(), &run.name),
+                );
+            }
+            async move {
+                match result {
+                    Err(ControllerError::ObjectNotFound(run)) => {
+                        debug!(run = %run.name, "woken run no longer to reconcile");
+                    }
+                    Err(e) => warn!(error = %e, "MigrationRun reconcile error"),
+                    Ok(_) => {}
                 }
-                Err(e) => warn!(error = %e, "MigrationRun reconcile error"),
-                Ok(_) => {}
             }
         });
-    let migration_controller = Controller::new_with(
-        migrations,
-        watcher::Config::default(),
+    // As `Controller::new_with` builds it, with the triggers counted.
+    let migration_writer = Writer::<DynamicObject>::new(migration_resource.clone());
+    let migration_store = migration_writer.as_reader();
+    let metrics = context.metrics.clone();
+    let migration_events = kube::runtime::reflector(
+        migration_writer,
+        watcher::watcher(migrations, watcher::Config::default()),
+    )
+    .applied_objects()
+    .inspect(move |m| {
+        if let Ok(m) = m {
+            triggered(&metrics, MIGRATION_CONTROLLER, m);
+        }
+    });
+    let migration_controller = Controller::for_stream_with(
+        migration_events,
+        migration_store,
         migration_resource.clone(),
     )
     .shutdown_on_signal()
@@ -274,15 +395,24 @@ pub async fn run(
                 obj,
                 context,
                 migration_resource.clone(),
+                MIGRATION_CONTROLLER,
                 reconcile_migration,
             )
         },
         retry,
         context,
     )
-    .for_each(|result| async move {
-        if let Err(e) = result {
-            warn!(error = %e, "Migration reconcile error");
+    .for_each(move |result| {
+        if let Err(ControllerError::ObjectNotFound(m)) = &result {
+            migration_metrics.dropped(
+                MIGRATION_CONTROLLER,
+                &queue_key(m.namespace.as_deref(), &m.name),
+            );
+        }
+        async move {
+            if let Err(e) = result {
+                warn!(error = %e, "Migration reconcile error");
+            }
         }
     });
     futures::join!(run_controller, migration_controller);

@@ -23,7 +23,7 @@ use super::freeze::{Planned, declarations_changed};
 use super::history::{History, HistoryError};
 use super::preflight::Prepared;
 use super::progress;
-use super::reconcile::{DRY_RUN, Reconcile, Step, label, now};
+use super::reconcile::{DRY_RUN, Reconcile, Step, label, now, run_ref};
 use super::status::StatusError;
 
 /// The reason of an action stopped at a safe point because its run was deleted.
@@ -205,6 +205,11 @@ async fn one(
     let result = {
         // Counted while it runs: a replica that lost its leadership waits for it to stop.
         let _in_flight = r.context.steering.action_started();
+        // Shown while it runs (`stagehand_actions_running`).
+        let _running = r
+            .context
+            .metrics
+            .action_running(&run_ref(&r.run), &r.status.actions[i].id);
         let mut ctx = ctx.clone();
         ctx.stop = ctx.stop.or(deleted.clone());
         ctx.approved_findings = approved;
@@ -239,9 +244,12 @@ async fn one(
         a.completion_time = Some(now());
         a.summary = Some(warnings.summary_with(&e.to_string()));
         warn!(error = %e, "the run was deleted: its action stopped at a safe point");
-        r.context
-            .metrics
-            .action_finished(&id, "stopped", started.elapsed().as_secs_f64());
+        r.context.metrics.action_finished(
+            &run_ref(&r.run),
+            &id,
+            "stopped",
+            started.elapsed().as_secs_f64(),
+        );
         let done: Vec<String> = r
             .status
             .actions
@@ -272,6 +280,7 @@ async fn one(
         return Ok(Some(Requeue::await_change()));
     }
     r.context.metrics.action_finished(
+        &run_ref(&r.run),
         &id,
         if result.is_ok() {
             "succeeded"

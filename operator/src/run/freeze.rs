@@ -27,7 +27,7 @@ use super::context::Error;
 use super::finalizer;
 use super::gate::{PreRun, pre_run_of};
 use super::preflight::Prepared;
-use super::reconcile::{Reconcile, Step, label, now};
+use super::reconcile::{Reconcile, Step, label, now, run_ref};
 
 /// The reason of an action the run planned to run.
 pub const IN_WINDOW: &str = "InWindow";
@@ -341,7 +341,9 @@ async fn report_skips(r: &Reconcile) {
             format!("{}: skipped ({})", label(a), a.reason),
         )
         .await;
-        r.context.metrics.action_finished(&a.id, "skipped", 0.0);
+        r.context
+            .metrics
+            .action_finished(&run_ref(&r.run), &a.id, "skipped", 0.0);
     }
 }
 

@@ -78,6 +78,17 @@ pub(super) fn progress(actions: &[ActionStatus]) -> String {
     super::progress::run_progress(done, actions.len(), running)
 }
 
+/// The run as its metrics name it (its Migration and stage; the name keys only what the
+/// operator remembers).
+pub(crate) fn run_ref(run: &MigrationRun) -> crate::metrics::RunRef {
+    crate::metrics::RunRef {
+        namespace: run.namespace().unwrap_or_default(),
+        migration: run.spec.migration_ref.clone(),
+        stage: run.spec.stage.to_string(),
+        name: run.name_any(),
+    }
+}
+
 /// `action <index> <id>`, as every message names an action.
 pub(super) fn label(a: &ActionStatus) -> String {
     format!("action {} {}", a.index, a.id)
@@ -158,16 +169,9 @@ impl Reconcile {
                 *summary = bounded(summary, MAX_DETAIL_BYTES);
             }
         }
-        let key = format!("{}/{}", run.namespace().unwrap_or_default(), run.name_any());
-        self.context.metrics.run_waiting(
-            &key,
-            matches!(
-                phase,
-                Phase::Waiting(_) | Phase::Suspended(_) | Phase::AwaitingApproval(_)
-            ),
-        );
+        let reference = run_ref(run);
         self.context.metrics.run_phase(
-            &key,
+            &reference,
             match phase {
                 Phase::Running(_) => Some("running"),
                 p if !p.is_terminal() => Some("waiting"),
@@ -188,16 +192,22 @@ impl Reconcile {
             apply_run_status(&self.runs, &run.name_any(), status, precondition.as_deref()).await?;
         }
         if finishing {
+            // Counted once written (a reconcile of an older copy is refused above), before
+            // anything else can fail.
+            let result = phase.reason().to_ascii_lowercase();
+            self.context.metrics.run_finished(&reference, &result);
+            let created = run
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map_or(0, |t| t.0.as_second());
+            self.context.metrics.last_run(&reference, created, &result);
             // Ended: the run no longer holds its deletion back (a run deleted while it ran
             // goes now, what completed recorded above).
             if self.holds_finalizer {
                 finalizer::release(&self.runs, &run.name_any()).await?;
                 self.holds_finalizer = false;
             }
-            // Counted once written: a reconcile of an older copy is refused above.
-            self.context
-                .metrics
-                .run_finished(&phase.reason().to_ascii_lowercase());
             let namespace = run.namespace().unwrap_or_default();
             self.context
                 .runs
@@ -336,12 +346,14 @@ impl Reconcile {
     }
 }
 
-/// Reconciles one MigrationRun (within a `run` span: every log line carries the run).
+/// Reconciles one MigrationRun (within a `run` span: every log line carries the run, its
+/// namespace, Migration and stage).
 pub async fn reconcile(run: Arc<MigrationRun>, context: Arc<Context>) -> Result<Requeue, Error> {
     let span = info_span!(
         "run",
         run = %run.name_any(),
         namespace = %run.namespace().unwrap_or_default(),
+        migration = %run.spec.migration_ref,
         stage = %run.spec.stage,
     );
     match pipeline(run, context).instrument(span.clone()).await {

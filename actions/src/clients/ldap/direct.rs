@@ -13,6 +13,7 @@
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument;
 
 use futures::future::BoxFuture;
 use futures::stream;
@@ -226,11 +227,15 @@ impl DirectDirectory {
             }
         };
         let driver_url = url.clone();
-        let driver = tokio::spawn(async move {
-            if let Err(e) = conn.drive().await {
-                tracing::warn!(url = %driver_url, error = %e, "LDAP connection ended");
+        // In the action's span: its line carries the run and the action.
+        let driver = tokio::spawn(
+            async move {
+                if let Err(e) = conn.drive().await {
+                    tracing::warn!(url = %driver_url, error = %e, "LDAP connection ended");
+                }
             }
-        });
+            .in_current_span(),
+        );
         let directory = Self {
             ldap: ldap.clone(),
             driver,
