@@ -4,8 +4,9 @@
 //! share unchanged live in [`unversioned`]. [`generate`] merges the versions into the CRD manifests
 //! that `stagehand crds` prints and `deploy/crds/` holds.
 //!
-//! The versions use conversion strategy `None`, so `v1beta1` must stay a strict superset of
-//! `v1alpha1`: a field may be added (with a schema default), never renamed or removed.
+//! The versions use conversion strategy `None`, so both declare the same fields: a field is
+//! added to both (with its schema default in `v1beta1` only), never renamed or removed
+//! ([`v1alpha1`]'s "Same fields" says why).
 
 pub mod digest;
 pub mod generate;

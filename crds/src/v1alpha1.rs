@@ -1,5 +1,15 @@
 //! `stagehand.dev/v1alpha1`: the first API. Served and deprecated in favour of `v1beta1`;
 //! not the storage version.
+//!
+//! **Same fields.** The conversion strategy is `None`: the API server serves one stored object
+//! in both versions by changing `apiVersion` only. So this version declares every field
+//! `v1beta1` has, without `v1beta1`'s defaults (the defaults are what tells a rewritten
+//! object apart, docs/storage-versions.md). A field only `v1beta1` declared made an object
+//! that a `v1alpha1` client once wrote (its `managedFields` entry is in `v1alpha1`) impossible
+//! to server-side apply on Kubernetes 1.37: the API server converts the object to `v1alpha1`
+//! to update that entry, meets the undeclared field and answers 500 ".spec.approval: field not
+//! declared in schema" — the operator's every status write failed. 1.36 dropped such entries
+//! on the next update instead.
 
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
@@ -7,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::unversioned::{
     MigrationRunStatus, MigrationStatus, ObjectStore, SecretFile, Stage, StageActions, StageSkips,
 };
+use crate::v1beta1::Approval;
 
 /// The declarations of one release's migration for one deployment.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
@@ -81,6 +92,20 @@ pub struct MigrationSpec {
         regex(pattern = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
     )]
     pub service_account_name: Option<String>,
+    /// When true, no new run of this Migration starts; a running one finishes. (As in
+    /// `v1beta1`, without its default `false`: the module's "Same fields".)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspend: Option<bool>,
+    /// The ConfigMap (same namespace) that holds the deployment's history. Default
+    /// `<metadata.name>-history`. (As in `v1beta1`: the module's "Same fields".)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub history_config_map: Option<String>,
+    /// Finished MigrationRuns kept per stage (default 10, at least 1). (As in `v1beta1`: the
+    /// module's "Same fields".)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub run_history_limit: Option<u32>,
 }
 
 // Immutability is one `self == oldSelf` transition rule per field, not one on `spec`: a rule
@@ -147,4 +172,15 @@ pub struct MigrationRunSpec {
     #[serde(default)]
     #[x_kube(validation = Rule::new("self == oldSelf").message("dryRun is immutable: create a new MigrationRun instead"))]
     pub dry_run: bool,
+    /// How long the run may wait to start before it fails with reason `Failed`. (As in
+    /// `v1beta1`, without its default 3600: the module's "Same fields".)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("waitTimeoutSeconds is immutable: create a new MigrationRun instead"))]
+    pub wait_timeout_seconds: Option<i64>,
+    /// `Automatic` or `Manual` (the run waits for its plan's approval). (As in `v1beta1`,
+    /// without its default `Automatic`: the module's "Same fields".)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("approval is immutable: create a new MigrationRun instead"))]
+    pub approval: Option<Approval>,
 }

@@ -1,5 +1,6 @@
-//! `stagehand.dev/v1beta1`: the current API and the storage version. A superset of `v1alpha1`:
-//! `Migration.spec.suspend` and `MigrationRun.spec.waitTimeoutSeconds` are new, with schema defaults.
+//! `stagehand.dev/v1beta1`: the current API and the storage version. The fields of `v1alpha1`,
+//! with schema defaults for the ones it added (`Migration.spec.suspend`,
+//! `MigrationRun.spec.waitTimeoutSeconds`, `approval`).
 
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
