@@ -24,7 +24,7 @@ const PAGE: &str = "docs/gitops.md";
 const MARKER: &str = "<!-- recipe: ";
 
 /// The tools whose recipes must be shown and executed: the start of their section's heading.
-const TOOLS: [&str; 2] = ["Helm 4", "Helm 3"];
+const TOOLS: [&str; 5] = ["helmfile", "Helm 4", "Helm 3", "Flux", "Argo CD"];
 
 /// One recipe as the page shows it.
 #[derive(Debug)]
