@@ -1,4 +1,4 @@
-//! The local control plane is what the e2e tests need: Kubernetes v1.36, and a fake node on
+//! The local control plane is what the e2e tests need: Kubernetes v1.37, and a fake node on
 //! which StatefulSet pods are scheduled, reach Running, and disappear when scaled down.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -10,13 +10,13 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use stagehand_e2e::{Scene, client, wait_for};
 
 #[tokio::test]
-async fn the_server_is_kubernetes_1_36() {
+async fn the_server_is_kubernetes_1_37() {
     let client = client().await;
     let info = client.apiserver_version().await.unwrap();
     assert_eq!(info.major, "1");
-    assert_eq!(info.minor, "36");
+    assert_eq!(info.minor, "37");
     assert!(
-        info.git_version.starts_with("v1.36."),
+        info.git_version.starts_with("v1.37."),
         "{}",
         info.git_version
     );
