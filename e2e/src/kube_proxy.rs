@@ -28,6 +28,9 @@ pub struct Seen {
     pub status: u16,
     /// The request body (writes are small).
     pub body: String,
+    /// How long the API server took to answer (until its answer's headers arrived; a write's
+    /// whole cost).
+    pub took: std::time::Duration,
 }
 
 impl Seen {
@@ -248,8 +251,12 @@ async fn forward(State(up): State<Upstream>, request: Request) -> Response {
         path,
         status: 0,
         body: String::from_utf8_lossy(&body).into_owned(),
+        took: std::time::Duration::ZERO,
     };
-    let answer = match outgoing.send().await {
+    let sent = std::time::Instant::now();
+    let sending = outgoing.send().await;
+    seen.took = sent.elapsed();
+    let answer = match sending {
         Ok(a) => a,
         Err(e) => {
             up.record(seen);

@@ -5,11 +5,17 @@
 //! and OX simulators, and every account is checked at the end. Prints the handover's size and
 //! the time of every stage (run with `--nocapture` to see them); `STAGEHAND_FA_SCALE` changes
 //! the number of accounts.
+//!
+//! The `pre` operator talks to the API server through a recording proxy: the test reads the
+//! run's status writes from it, and checks that the export's progress ("2,100/5,000
+//! accounts") moved through the status while the writes stayed bounded (one per
+//! `WRITE_EVERY` at most, whatever the rate of the work), and prints their count and cost.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
 
 use stagehand_e2e::functional_accounts::{KEY, World, scale_fixture};
+use stagehand_e2e::kube_proxy::{KubeProxy, Seen};
 use stagehand_e2e::manifests::MigrationRun;
 use stagehand_e2e::minio::BUCKET;
 use stagehand_e2e::{Scene, apply, get, wait_up_to};
@@ -55,8 +61,12 @@ async fn five_thousand_functional_accounts_with_three_users_each() {
     w.create_secrets(&ns.name);
     apply(&w.migration(&ns.name));
 
-    let mut operator = ns.start_operator();
+    let proxy = KubeProxy::start().await;
+    let mut operator = ns.start_operator_with(proxy.kubeconfig(), &[]);
     let (pre_time, pre) = run_stage(&ns.name, "pre", "pre");
+    let writes = status_writes(&proxy.log(), &ns.name, "pre");
+    let figures = progress_figures(&writes);
+    let progress_writes = writes.iter().filter(|w| is_progress(w)).count();
     let summary = pre["summary"].as_str().unwrap_or_default();
     assert!(
         summary.contains(&format!("recorded {n} Functional Accounts")),
@@ -71,6 +81,45 @@ async fn five_thousand_functional_accounts_with_three_users_each() {
     let size = w.minio.object(BUCKET, KEY).unwrap().len();
     assert_eq!(w.handover().unwrap().accounts.len(), n);
     w.assert_every_account_described(&seeded);
+    // The figures moved: several distinct counts of the 5,000, each phase's counts rising.
+    let counted: Vec<&(String, u64, u64)> = figures
+        .iter()
+        .filter(|(_, done, total)| *total == n as u64 && *done > 0 && *done < n as u64)
+        .collect();
+    // The apply's removal is fast (a few seconds per phase), so a 3 s throttle lets one or
+    // two part-way counts through; the phases before and after are written too.
+    assert!(
+        !counted.is_empty(),
+        "the export's progress was written part-way through the 5,000: {figures:?}"
+    );
+    let states: std::collections::BTreeSet<&(String, u64, u64)> = figures.iter().collect();
+    assert!(
+        states.len() >= 3,
+        "the progress moved through at least three states: {figures:?}"
+    );
+    for pair in figures.windows(2) {
+        if pair[0].0 == pair[1].0 {
+            assert!(
+                pair[0].1 <= pair[1].1,
+                "a phase's count never goes back: {figures:?}"
+            );
+        }
+    }
+    // Bounded: a progress write at most every WRITE_EVERY (3 s), plus the run's other writes.
+    let bound = 12 + (pre_time.as_secs() / 3) as usize;
+    assert!(
+        writes.len() <= bound,
+        "{} status writes in {:.1} s, more than {bound}: {figures:?}",
+        writes.len(),
+        pre_time.as_secs_f64()
+    );
+    let write_time: Duration = writes.iter().map(|w| w.took).sum();
+    let progress_time: Duration = writes
+        .iter()
+        .filter(|w| is_progress(w))
+        .map(|w| w.took)
+        .sum();
+    let write_bytes: usize = writes.iter().map(|w| w.body.len()).sum();
     let (udm_pre, ox_pre, s3_pre) = (
         w.udm.requests().len(),
         w.ox.requests().len(),
@@ -104,9 +153,65 @@ async fn five_thousand_functional_accounts_with_three_users_each() {
     line("post run (import: plan + apply)", post_time);
     line("whole test up to the last check", whole);
     println!(
+        "  pre status writes: {} ({} of them progress), {write_bytes} bytes, {:.1} ms at the API server ({:.1} ms for progress)",
+        writes.len(),
+        progress_writes,
+        write_time.as_secs_f64() * 1e3,
+        progress_time.as_secs_f64() * 1e3
+    );
+    println!(
+        "  progress seen in them: {}",
+        figures
+            .iter()
+            .map(|(phase, done, total)| format!("{phase} {done}/{total}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    println!(
         "  requests: pre UDM {udm_pre}, OX SOAP {ox_pre}, S3 {s3_pre}; post UDM {}, OX SOAP {}, S3 {}",
         w.udm.requests().len() - udm_pre,
         w.ox.requests().len() - ox_pre,
         w.proxy.requests().len() - s3_pre
     );
+}
+
+/// The run's status writes the operator sent (`PATCH .../migrationruns/<name>/status`) and the
+/// API server accepted, in order.
+fn status_writes(log: &[Seen], ns: &str, name: &str) -> Vec<Seen> {
+    let path = format!("/namespaces/{ns}/migrationruns/{name}/status");
+    log.iter()
+        .filter(|s| s.is_write() && s.path.split('?').next().is_some_and(|p| p.ends_with(&path)))
+        .filter(|s| (200..300).contains(&s.status))
+        .cloned()
+        .collect()
+}
+
+/// Whether a status write carries an action's progress figure while it runs.
+fn is_progress(write: &Seen) -> bool {
+    let body = write.json();
+    body["status"]["actions"].as_array().is_some_and(|a| {
+        a.iter()
+            .any(|a| a["progress"].is_object() && a["completionTime"].is_null())
+    })
+}
+
+/// The running action's progress in each write: (phase, done, total), in order.
+fn progress_figures(writes: &[Seen]) -> Vec<(String, u64, u64)> {
+    writes
+        .iter()
+        .filter_map(|w| {
+            let body = w.json();
+            let actions = body["status"]["actions"].as_array()?.clone();
+            actions.iter().find_map(|a| {
+                let p = &a["progress"];
+                (a["completionTime"].is_null() && p.is_object()).then(|| {
+                    (
+                        p["phase"].as_str().unwrap_or_default().to_string(),
+                        p["done"].as_u64().unwrap_or_default(),
+                        p["total"].as_u64().unwrap_or_default(),
+                    )
+                })
+            })
+        })
+        .collect()
 }
