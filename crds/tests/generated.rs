@@ -4,6 +4,7 @@
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, CustomResourceDefinitionVersion, JSONSchemaProps,
+    JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
 };
 use stagehand_crds::generate::{crds, to_yaml, v1alpha1_only_crds};
 
@@ -131,10 +132,8 @@ fn run_printer_columns() {
 
 /// Every property path under `s` (`spec.actions.pre[].id`), with whether it has a default.
 fn paths(s: &JSONSchemaProps, prefix: &str, out: &mut std::collections::BTreeMap<String, bool>) {
-    if let Some(items) = &s.items {
-        if let k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaPropsOrArray::Schema(item) = items {
-            paths(item, &format!("{prefix}[]"), out);
-        }
+    if let Some(JSONSchemaPropsOrArray::Schema(item)) = &s.items {
+        paths(item, &format!("{prefix}[]"), out);
     }
     for (key, sub) in s.properties.iter().flatten() {
         let path = if prefix.is_empty() {
@@ -145,9 +144,7 @@ fn paths(s: &JSONSchemaProps, prefix: &str, out: &mut std::collections::BTreeMap
         out.insert(path.clone(), sub.default.is_some());
         paths(sub, &path, out);
     }
-    if let Some(k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaPropsOrBool::Schema(sub)) =
-        &s.additional_properties
-    {
+    if let Some(JSONSchemaPropsOrBool::Schema(sub)) = &s.additional_properties {
         paths(sub, &format!("{prefix}{{}}"), out);
     }
 }
