@@ -215,7 +215,23 @@ async fn one(
         ctx.approved_findings = approved;
         ctx.warnings = warnings.clone();
         ctx.progress = reporter.clone();
-        report_while(r, i, &p.label, &reporter, run_action(p, &ctx, dry)).await
+        report_while(
+            r,
+            i,
+            &p.label,
+            &reporter,
+            run_action(p, &ctx, dry),
+            |result| {
+                // Logged the moment the action returns, before a progress write still under way
+                // has finished: with the API server away that write can outlast this replica,
+                // and the log is then the only record of what the action did
+                // (docs/reliability.md#the-api-server-and-etcd-lost).
+                if let Ok(outcome) = result {
+                    info!(summary = %outcome.summary, "action applied; writing its result");
+                }
+            },
+        )
+        .await
     };
     drop(executing);
     // The last figure goes out with the action's result, whatever the throttle.
@@ -293,7 +309,6 @@ async fn one(
     match result {
         Ok(outcome) => {
             let summary = outcome.summary;
-            info!(%summary, "action applied; writing its result");
             // The action's result is written whatever it takes (the API server may be away
             // for a while): lost, it would make the next pass apply the action again.
             if !dry && let Some(print) = &print {
@@ -493,18 +508,21 @@ async fn retry_write(context: &Context, e: Error, wait: &mut Duration) -> Result
 /// writing the run's status (`status.actions[i].progress`, the Reconciling message) when the
 /// figure changed and the [`progress::Throttle`] allows. A write is never cut short: when the
 /// action ends during one, the write finishes first, so that it cannot land after the
-/// action's result. A failed progress write is logged and the action goes on.
+/// action's result; `ended` sees the action's result at once, without waiting for that write.
+/// A failed progress write is logged and the action goes on.
 async fn report_while<T>(
     r: &mut Reconcile,
     i: usize,
     label: &str,
     reporter: &Progress,
     action: impl std::future::Future<Output = T>,
+    ended: impl FnOnce(&T),
 ) -> T {
-    let (ended, mut ended_rx) = tokio::sync::oneshot::channel::<()>();
+    let (ended_tx, mut ended_rx) = tokio::sync::oneshot::channel::<()>();
     let action = async move {
         let out = action.await;
-        let _ = ended.send(());
+        ended(&out);
+        let _ = ended_tx.send(());
         out
     };
     let sampler = async {
