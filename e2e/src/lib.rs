@@ -43,6 +43,7 @@ pub use scene::Scene;
 pub use secrets::{assert_no_secret_leak, create_secret, secret_args};
 pub use sims::{provisioning_deletes, provisioning_sim};
 pub use waiting::{
-    condition, first_action_started, reason_becomes, status_time, wait, wait_for, wait_up_to,
+    condition, decisions, first_action_started, reason_becomes, status_time, wait, wait_for,
+    wait_up_to,
 };
 pub use workloads::{hold, hold_pod, release, release_pod, replicas, running_pods, statefulset};

@@ -33,6 +33,22 @@ pub fn condition<'a>(obj: &'a serde_json::Value, type_: &str) -> &'a serde_json:
         .unwrap_or_else(|| panic!("no condition {type_} in {obj}"))
 }
 
+/// The `(decision, reason)` of each action in a run's `status.actions`, in order; fails the
+/// test when the run has no `status.actions`.
+pub fn decisions(run: &serde_json::Value) -> Vec<(String, String)> {
+    run["status"]["actions"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no status.actions in {run}"))
+        .iter()
+        .map(|a| {
+            (
+                a["decision"].as_str().unwrap_or_default().to_string(),
+                a["reason"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
 /// Waits (90 s) until the Ready condition of `what` (read with [`get`]) has the reason `want`;
 /// the object then.
 pub async fn reason_becomes(ns: &str, what: &str, want: &str) -> serde_json::Value {

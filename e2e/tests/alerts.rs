@@ -373,10 +373,7 @@ fn scrape(address: &str) -> String {
 #[tokio::test]
 async fn the_fixture_is_what_a_running_operator_exports() {
     let ns = Scene::cluster("alerts").await;
-    let address = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().to_string()
-    };
+    let address = format!("127.0.0.1:{}", stagehand_e2e::local_server::free_port());
     let operator = ns.start_operator_with(
         &stagehand_e2e::kubeconfig(),
         &["--metrics-address", &address],

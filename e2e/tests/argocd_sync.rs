@@ -22,7 +22,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use stagehand_e2e::{
-    Scene, TestNamespace, apply, condition, kubeconfig, kubectl, ok, running_pods, statefulset,
+    Scene, TestNamespace, apply, condition, decisions, kubeconfig, kubectl, ok, running_pods,
+    statefulset,
 };
 
 /// The Application's manifests: everything under this directory is synced.
@@ -131,21 +132,6 @@ fn synced(connector: &Value) -> bool {
     connector["metadata"]["annotations"][TRACKING]
         .as_str()
         .is_some_and(|t| t.starts_with("opendesk:"))
-}
-
-/// `(decision, reason)` of each action of a run.
-fn decisions(run: &Value) -> Vec<(String, String)> {
-    run["status"]["actions"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no status.actions in {run}"))
-        .iter()
-        .map(|a| {
-            (
-                a["decision"].as_str().unwrap().to_string(),
-                a["reason"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
 }
 
 /// What the sync did: its exit, its JSON result, and what `observe` said of the API server

@@ -32,8 +32,8 @@ use stagehand_e2e::minio::{BUCKET, Minio, MinioOptions};
 use stagehand_e2e::process::workspace_root;
 use stagehand_e2e::scene::append_to_dump;
 use stagehand_e2e::{
-    Scene, apply, condition, get, kubeconfig, kubectl, ok, running_pods, statefulset, stdout,
-    wait_established,
+    Scene, apply, condition, decisions, get, kubeconfig, kubectl, ok, running_pods, statefulset,
+    stdout, wait_established,
 };
 
 /// The Flux objects of the recipe.
@@ -337,20 +337,6 @@ fn kustomization(ns: &str, name: &str) -> Value {
         ns,
         &format!("kustomizations.kustomize.toolkit.fluxcd.io/{name}"),
     )
-}
-
-fn decisions(run: &Value) -> Vec<(String, String)> {
-    run["status"]["actions"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no actions in {run}"))
-        .iter()
-        .map(|a| {
-            (
-                a["decision"].as_str().unwrap_or_default().to_string(),
-                a["reason"].as_str().unwrap_or_default().to_string(),
-            )
-        })
-        .collect()
 }
 
 /// A Migration of the installed v1.17.3 going to v1.18.0: in each stage one action tagged for

@@ -76,10 +76,7 @@ async fn metrics_match_the_docs_and_action_logs_carry_run_migration_and_action()
     let ns = Scene::cluster("observe").await;
     apply(&statefulset(&ns.name, "ums", 1));
     running_pods(&ns.name, "ums", 1).await;
-    let address = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().to_string()
-    };
+    let address = format!("127.0.0.1:{}", stagehand_e2e::local_server::free_port());
     let operator = ns.start_operator_with(
         &stagehand_e2e::kubeconfig(),
         &["--metrics-address", &address],

@@ -6,7 +6,9 @@
 
 use serde_json::{Value, json};
 use stagehand_e2e::manifests::{Action, Migration, MigrationRun};
-use stagehand_e2e::{Scene, apply, get, kubectl_stdin, ok, running_pods, statefulset, wait};
+use stagehand_e2e::{
+    Scene, apply, decisions, get, kubectl_stdin, ok, running_pods, statefulset, wait,
+};
 
 fn migration(ns: &str) -> String {
     let window = json!({"minimum": "v1.15", "from": "v1.15", "to": "v1.18"});
@@ -27,20 +29,6 @@ fn runs(ns: &str) -> Vec<Value> {
         .as_array()
         .unwrap()
         .clone()
-}
-
-fn decisions(run: &Value) -> Vec<(String, String)> {
-    run["status"]["actions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| {
-            (
-                a["decision"].as_str().unwrap().to_string(),
-                a["reason"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
