@@ -10,15 +10,36 @@
 //! run's status writes from it, and checks that the export's progress ("2,100/5,000
 //! accounts") moved through the status while the writes stayed bounded (one per
 //! `WRITE_EVERY` at most, whatever the rate of the work), and prints their count and cost.
+//!
+//! The OX simulator answers each mailbox removal [`removal_delay`] late, so that the removal
+//! phase lasts at least [`REMOVAL_PHASE`] on any machine: at one progress write per 3 s, that
+//! phase alone then writes at least two part-way counts of the 5,000. Without the delay, a fast
+//! machine finished it between two writes and the progress checks depended on its speed.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
 
+use stagehand_actions::functional_accounts::IN_FLIGHT;
 use stagehand_e2e::functional_accounts::{KEY, World, scale_fixture};
 use stagehand_e2e::kube_proxy::{KubeProxy, Seen};
 use stagehand_e2e::manifests::MigrationRun;
 use stagehand_e2e::minio::BUCKET;
 use stagehand_e2e::{Scene, apply, get, wait_up_to};
+use stagehand_simulators::http::FaultRule;
+
+/// The OX SOAP service that removes the mailboxes (secondary accounts).
+const SECONDARY: &str = "/webservices/OXSecondaryAccountService";
+
+/// The least time the export's mailbox removal takes, whatever the machine: four times the
+/// progress write interval (3 s), so that at least two part-way counts are written in it.
+const REMOVAL_PHASE: Duration = Duration::from_secs(12);
+
+/// How late the OX simulator answers each of `n` removals so that [`IN_FLIGHT`] at a time take
+/// at least [`REMOVAL_PHASE`] (20 ms for 5,000 accounts).
+fn removal_delay(n: usize) -> u64 {
+    let ms = REMOVAL_PHASE.as_millis() as u64 * IN_FLIGHT as u64;
+    ms.div_ceil(n.max(1) as u64)
+}
 
 /// How long one stage may take before the test fails (a release build needs well under a
 /// minute per stage for 5,000 accounts on two cores).
@@ -58,6 +79,9 @@ async fn five_thousand_functional_accounts_with_three_users_each() {
         3 * n + 1,
         "secondary account rows (plus the foreign one)"
     );
+    let delay = removal_delay(n);
+    w.ox.faults()
+        .add(FaultRule::path(SECONDARY).with_op("delete").delay_ms(delay));
     w.create_secrets(&ns.name);
     apply(&w.migration(&ns.name));
 
@@ -86,10 +110,10 @@ async fn five_thousand_functional_accounts_with_three_users_each() {
         .iter()
         .filter(|(_, done, total)| *total == n as u64 && *done > 0 && *done < n as u64)
         .collect();
-    // The apply's removal is fast (a few seconds per phase), so a 3 s throttle lets one or
-    // two part-way counts through; the phases before and after are written too.
+    // The removal lasts at least REMOVAL_PHASE (12 s), so a 3 s throttle lets at least two
+    // part-way counts through; the phases before and after are written too.
     assert!(
-        !counted.is_empty(),
+        counted.len() >= 2,
         "the export's progress was written part-way through the 5,000: {figures:?}"
     );
     let states: std::collections::BTreeSet<&(String, u64, u64)> = figures.iter().collect();
@@ -149,6 +173,10 @@ async fn five_thousand_functional_accounts_with_three_users_each() {
         size as f64 / n as f64
     );
     line("seed (in-process)", seed_time);
+    println!(
+        "  OX answers each removal {delay} ms late (the removal phase lasts >= {} s)",
+        REMOVAL_PHASE.as_secs()
+    );
     line("pre run (export: plan + apply)", pre_time);
     line("post run (import: plan + apply)", post_time);
     line("whole test up to the last check", whole);
