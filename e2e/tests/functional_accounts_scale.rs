@@ -10,6 +10,8 @@
 //! run's status writes from it, and checks that the export's progress ("2,100/5,000
 //! accounts") moved through the status while the writes stayed bounded (one per
 //! `WRITE_EVERY` at most, whatever the rate of the work), and prints their count and cost.
+//! Meanwhile it scrapes the operator's `/metrics`: the same figures move in
+//! `stagehand_action_progress_done` and `_ratio`, and go back to 0 when the action ends.
 //!
 //! The OX simulator answers each mailbox removal [`removal_delay`] late, so that the removal
 //! phase lasts at least [`REMOVAL_PHASE`] on any machine: at one progress write per 3 s, that
@@ -86,8 +88,11 @@ async fn five_thousand_functional_accounts_with_three_users_each() {
     apply(&w.migration(&ns.name));
 
     let proxy = KubeProxy::start().await;
-    let mut operator = ns.start_operator_with(proxy.kubeconfig(), &[]);
+    let metrics = format!("127.0.0.1:{}", stagehand_e2e::local_server::free_port());
+    let mut operator = ns.start_operator_with(proxy.kubeconfig(), &["--metrics-address", &metrics]);
+    let scraper = ProgressScraper::start(&metrics, &ns.name);
     let (pre_time, pre) = run_stage(&ns.name, "pre", "pre");
+    let scraped = scraper.stop();
     let writes = status_writes(&proxy.log(), &ns.name, "pre");
     let figures = progress_figures(&writes);
     let progress_writes = writes.iter().filter(|w| is_progress(w)).count();
@@ -129,6 +134,31 @@ async fn five_thousand_functional_accounts_with_three_users_each() {
             );
         }
     }
+    // The metrics showed the removal's counts as it went (read every second), with their
+    // ratio, and the figure went back to 0 once the action ended.
+    let part_way: Vec<&(u64, f64)> = scraped
+        .iter()
+        .filter(|(done, _)| *done > 0 && *done < n as u64)
+        .collect();
+    let distinct: std::collections::BTreeSet<u64> = part_way.iter().map(|(d, _)| *d).collect();
+    assert!(
+        distinct.len() >= 3,
+        "/metrics showed at least three part-way counts of the 5,000 during the removal: {scraped:?}"
+    );
+    assert!(
+        part_way
+            .iter()
+            .any(|(d, r)| (r - *d as f64 / n as f64).abs() < 1e-9),
+        "the ratio is done over the phase's total: {scraped:?}"
+    );
+    let after = stagehand_e2e::http_get(&metrics, "/metrics")
+        .map(|(_, body)| progress_samples(&body, &ns.name))
+        .unwrap_or_default();
+    assert_eq!(
+        after,
+        Some((0, 0.0)),
+        "a finished action shows no figure in /metrics"
+    );
     // Bounded: a progress write at most every WRITE_EVERY (3 s), plus the run's other writes.
     let bound = 12 + (pre_time.as_secs() / 3) as usize;
     assert!(
@@ -196,11 +226,67 @@ async fn five_thousand_functional_accounts_with_three_users_each() {
             .join(", ")
     );
     println!(
+        "  progress in /metrics (each change, read every 200 ms): {}",
+        scraped
+            .iter()
+            .map(|(done, ratio)| format!("{done} ({ratio:.3})"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    println!(
         "  requests: pre UDM {udm_pre}, OX SOAP {ox_pre}, S3 {s3_pre}; post UDM {}, OX SOAP {}, S3 {}",
         w.udm.requests().len() - udm_pre,
         w.ox.requests().len() - ox_pre,
         w.proxy.requests().len() - s3_pre
     );
+}
+
+/// The export's `stagehand_action_progress_done` and `_ratio` in a `/metrics` body.
+fn progress_samples(body: &str, ns: &str) -> Option<(u64, f64)> {
+    let labels = format!(
+        "{{migration_namespace=\"{ns}\",migration=\"opendesk\",stage=\"pre\",action=\"ox_functional_accounts_export\"}} "
+    );
+    let value = |name: &str| {
+        body.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}{labels}")))
+            .map(str::trim)
+    };
+    let done = value("stagehand_action_progress_done")?.parse().ok()?;
+    let ratio = value("stagehand_action_progress_ratio")?.parse().ok()?;
+    Some((done, ratio))
+}
+
+/// Reads the operator's `/metrics` every 200 ms until stopped: the export's figures seen, in
+/// order, each change once.
+struct ProgressScraper {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<(u64, f64)>>,
+}
+
+impl ProgressScraper {
+    fn start(address: &str, ns: &str) -> Self {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (address, ns, flag) = (address.to_string(), ns.to_string(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            let mut seen: Vec<(u64, f64)> = Vec::new();
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Some(figure) = stagehand_e2e::http_get(&address, "/metrics")
+                    .and_then(|(_, body)| progress_samples(&body, &ns))
+                    && seen.last() != Some(&figure)
+                {
+                    seen.push(figure);
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            seen
+        });
+        ProgressScraper { stop, thread }
+    }
+
+    fn stop(self) -> Vec<(u64, f64)> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().expect("the scraper thread")
+    }
 }
 
 /// The run's status writes the operator sent (`PATCH .../migrationruns/<name>/status`) and the
