@@ -518,6 +518,21 @@ async fn the_fixture_is_what_a_running_operator_exports() {
             assert!(body.contains(&line), "{line} is not pre-set:\n{body}");
         }
     }
+    // A Migration none of whose runs has finished yet (the orphan waits): every result is
+    // there at 0 already, so the first failure is a change an alert sees, not a new series.
+    let unfinished = format!(
+        "migration_namespace=\"{}\",migration=\"no-such-migration\",stage=\"pre\"",
+        ns.name
+    );
+    for result in terminal_results() {
+        for name in ["stagehand_last_run_result", "stagehand_runs_total"] {
+            let line = format!("{name}{{{unfinished},result=\"{result}\"}} 0");
+            assert!(
+                body.contains(&line),
+                "{line} is not pre-set before the first run finishes:\n{body}"
+            );
+        }
+    }
     for controller in ["migrationrun", "migration"] {
         let line = format!("stagehand_reconcile_errors_total{{controller=\"{controller}\"}} ");
         assert!(body.contains(&line), "{line} is not pre-set:\n{body}");
