@@ -90,7 +90,7 @@ async fn five_thousand_functional_accounts_with_three_users_each() {
     let proxy = KubeProxy::start().await;
     let metrics = format!("127.0.0.1:{}", stagehand_e2e::local_server::free_port());
     let mut operator = ns.start_operator_with(proxy.kubeconfig(), &["--metrics-address", &metrics]);
-    let scraper = ProgressScraper::start(&metrics, &ns.name);
+    let scraper = ProgressScraper::start(&metrics, &ns.name, "pre", EXPORT);
     let (pre_time, pre) = run_stage(&ns.name, "pre", "pre");
     let scraped = scraper.stop();
     let writes = status_writes(&proxy.log(), &ns.name, "pre");
@@ -152,7 +152,7 @@ async fn five_thousand_functional_accounts_with_three_users_each() {
         "the ratio is done over the phase's total: {scraped:?}"
     );
     let after = stagehand_e2e::http_get(&metrics, "/metrics")
-        .map(|(_, body)| progress_samples(&body, &ns.name))
+        .map(|(_, body)| progress_samples(&body, &ns.name, "pre", EXPORT))
         .unwrap_or_default();
     assert_eq!(
         after,
@@ -182,8 +182,24 @@ async fn five_thousand_functional_accounts_with_three_users_each() {
 
     // Between the stages the operator is replaced, as a rollout of the release would.
     operator.kill();
-    let _operator = ns.start_operator();
+    let metrics = format!("127.0.0.1:{}", stagehand_e2e::local_server::free_port());
+    let _operator = ns.start_operator_with(
+        &stagehand_e2e::kubeconfig(),
+        &["--metrics-address", &metrics],
+    );
+    let scraper = ProgressScraper::start(&metrics, &ns.name, "post", IMPORT);
     let (post_time, post) = run_stage(&ns.name, "post", "post");
+    let imported = scraper.stop();
+    // The import's creates were counted as they went.
+    let creating: std::collections::BTreeSet<u64> = imported
+        .iter()
+        .map(|(done, _)| *done)
+        .filter(|done| *done > 0 && *done < n as u64)
+        .collect();
+    assert!(
+        creating.len() >= 3,
+        "/metrics showed at least three part-way counts of the import's creates: {imported:?}"
+    );
     let summary = post["summary"].as_str().unwrap_or_default();
     assert!(
         summary.contains(&format!("created {n} Shared Accounts")),
@@ -226,12 +242,17 @@ async fn five_thousand_functional_accounts_with_three_users_each() {
             .join(", ")
     );
     println!(
-        "  progress in /metrics (each change, read every 200 ms): {}",
+        "  export progress in /metrics (each change, read every 200 ms): {}",
         scraped
             .iter()
             .map(|(done, ratio)| format!("{done} ({ratio:.3})"))
             .collect::<Vec<_>>()
             .join(", ")
+    );
+    println!(
+        "  import progress in /metrics: {} changes, {} part-way counts of the creates",
+        imported.len(),
+        creating.len()
     );
     println!(
         "  requests: pre UDM {udm_pre}, OX SOAP {ox_pre}, S3 {s3_pre}; post UDM {}, OX SOAP {}, S3 {}",
@@ -241,10 +262,14 @@ async fn five_thousand_functional_accounts_with_three_users_each() {
     );
 }
 
-/// The export's `stagehand_action_progress_done` and `_ratio` in a `/metrics` body.
-fn progress_samples(body: &str, ns: &str) -> Option<(u64, f64)> {
+/// The export's and the import's action ids.
+const EXPORT: &str = "ox_functional_accounts_export";
+const IMPORT: &str = "ox_shared_accounts_import";
+
+/// `action`'s `stagehand_action_progress_done` and `_ratio` in a `/metrics` body.
+fn progress_samples(body: &str, ns: &str, stage: &str, action: &str) -> Option<(u64, f64)> {
     let labels = format!(
-        "{{migration_namespace=\"{ns}\",migration=\"opendesk\",stage=\"pre\",action=\"ox_functional_accounts_export\"}} "
+        "{{migration_namespace=\"{ns}\",migration=\"opendesk\",stage=\"{stage}\",action=\"{action}\"}} "
     );
     let value = |name: &str| {
         body.lines()
@@ -256,7 +281,7 @@ fn progress_samples(body: &str, ns: &str) -> Option<(u64, f64)> {
     Some((done, ratio))
 }
 
-/// Reads the operator's `/metrics` every 200 ms until stopped: the export's figures seen, in
+/// Reads the operator's `/metrics` every 200 ms until stopped: an action's figures seen, in
 /// order, each change once.
 struct ProgressScraper {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
@@ -264,14 +289,14 @@ struct ProgressScraper {
 }
 
 impl ProgressScraper {
-    fn start(address: &str, ns: &str) -> Self {
+    fn start(address: &str, ns: &str, stage: &'static str, action: &'static str) -> Self {
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (address, ns, flag) = (address.to_string(), ns.to_string(), stop.clone());
         let thread = std::thread::spawn(move || {
             let mut seen: Vec<(u64, f64)> = Vec::new();
             while !flag.load(std::sync::atomic::Ordering::Relaxed) {
                 if let Some(figure) = stagehand_e2e::http_get(&address, "/metrics")
-                    .and_then(|(_, body)| progress_samples(&body, &ns))
+                    .and_then(|(_, body)| progress_samples(&body, &ns, stage, action))
                     && seen.last() != Some(&figure)
                 {
                     seen.push(figure);
