@@ -31,6 +31,8 @@ pub struct Seen {
     /// How long the API server took to answer (until its answer's headers arrived; a write's
     /// whole cost).
     pub took: std::time::Duration,
+    /// When the proxy sent it on to the API server.
+    pub at: std::time::Instant,
 }
 
 impl Seen {
@@ -252,10 +254,10 @@ async fn forward(State(up): State<Upstream>, request: Request) -> Response {
         status: 0,
         body: String::from_utf8_lossy(&body).into_owned(),
         took: std::time::Duration::ZERO,
+        at: std::time::Instant::now(),
     };
-    let sent = std::time::Instant::now();
     let sending = outgoing.send().await;
-    seen.took = sent.elapsed();
+    seen.took = seen.at.elapsed();
     let answer = match sending {
         Ok(a) => a,
         Err(e) => {

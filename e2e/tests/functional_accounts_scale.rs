@@ -159,6 +159,21 @@ async fn five_thousand_functional_accounts_with_three_users_each() {
         Some((0, 0.0)),
         "a finished action shows no figure in /metrics"
     );
+    // Throttled: two progress writes are WRITE_EVERY (3 s) apart at least, as the operator
+    // sampled them; 2 s between their arrivals leaves the time a write takes to be sent.
+    let progress_at: Vec<Instant> = writes
+        .iter()
+        .filter(|w| is_progress(w))
+        .map(|w| w.at)
+        .collect();
+    for pair in progress_at.windows(2) {
+        let gap = pair[1] - pair[0];
+        assert!(
+            gap >= Duration::from_secs(2),
+            "two progress writes {:.2} s apart, the throttle allows one per 3 s: {figures:?}",
+            gap.as_secs_f64()
+        );
+    }
     // Bounded: a progress write at most every WRITE_EVERY (3 s), plus the run's other writes.
     let bound = 12 + (pre_time.as_secs() / 3) as usize;
     assert!(
