@@ -501,6 +501,7 @@ impl Ldap {
                 settings.ca_bundle = self.ca_bundle.clone();
                 settings.insecure_skip_tls_verify = self.insecure_skip_tls_verify;
                 settings.warnings = ctx.warnings.clone();
+                settings.progress = ctx.progress.clone();
                 let dir = DirectDirectory::connect(&settings)
                     .await
                     .map_err(ActionError::from)?;

@@ -204,10 +204,13 @@ fn the_dashboard_ships_when_asked_and_queries_only_exported_series() {
             read.insert(name);
         }
     }
+    dashboard_queries_run_in_prometheus(panels);
     // What the issue asked the dashboard to show.
     for needed in [
         "stagehand_runs_total",
         "stagehand_actions_running",
+        "stagehand_action_progress_done",
+        "stagehand_action_progress_ratio",
         "stagehand_action_duration_seconds",
         "stagehand_reconcile_errors_total",
         "stagehand_leader",
@@ -227,6 +230,102 @@ fn the_dashboard_ships_when_asked_and_queries_only_exported_series() {
             }
         }
     }
+}
+
+/// Every panel's query (its Grafana variables filled in) as a recording rule that
+/// `promtool check rules` parses, and the "Running actions with progress" panel evaluated by
+/// `promtool test rules`: a running action's figures are shown, a finished one's are not.
+/// (The variables' own queries, `label_values(...)`, are Grafana's, not PromQL.)
+fn dashboard_queries_run_in_prometheus(panels: &[serde_json::Value]) {
+    let exprs: Vec<&str> = panels
+        .iter()
+        .flat_map(|p| p["targets"].as_array().unwrap())
+        .map(|t| t["expr"].as_str().unwrap())
+        .collect();
+    let grafana = |e: &str| {
+        e.replace("$migration_namespace", ".*")
+            .replace("$__rate_interval", "5m")
+    };
+    let mut rules = Vec::new();
+    for (i, expr) in exprs.iter().enumerate() {
+        rules.push(
+            serde_json::json!({"record": format!("dashboard_query_{i}"), "expr": grafana(expr)}),
+        );
+    }
+    let panel = panels
+        .iter()
+        .find(|p| p["title"] == "Running actions with progress")
+        .expect("the dashboard has a panel \"Running actions with progress\"");
+    for target in panel["targets"].as_array().unwrap() {
+        let reference = target["refId"].as_str().unwrap();
+        rules.push(serde_json::json!({
+            "record": format!("dashboard_progress_{reference}"),
+            "expr": grafana(target["expr"].as_str().unwrap()),
+        }));
+    }
+    let scene = Scene::offline();
+    let dir = scene.dir();
+    let file = serde_json::json!({"groups": [{"name": "dashboard", "rules": rules}]});
+    std::fs::write(
+        dir.join("dashboard.rules.yaml"),
+        serde_yaml::to_string(&file).unwrap(),
+    )
+    .unwrap();
+    let promtool = promtool();
+    let check = Command::new(&promtool)
+        .current_dir(&dir)
+        .args(["check", "rules", "dashboard.rules.yaml"])
+        .output()
+        .unwrap();
+    let said = ok("promtool check rules (the dashboard's queries)", &check);
+    assert!(
+        said.contains(&format!("SUCCESS: {} rules found", rules.len())),
+        "{said}"
+    );
+
+    let running = "migration_namespace=\"tenant-a\",migration=\"opendesk\",stage=\"pre\",action=\"ox_functional_accounts_export\"";
+    let finished = "migration_namespace=\"tenant-b\",migration=\"opendesk\",stage=\"pre\",action=\"ldap_entryuuid_to_object_identifier\"";
+    let series = |name: &str, labels: &str, values: &str| serde_json::json!({"series": format!("{name}{{{labels}}}"), "values": values});
+    let tests = serde_json::json!({
+        "rule_files": ["dashboard.rules.yaml"],
+        "evaluation_interval": "1m",
+        "tests": [{
+            "interval": "1m",
+            "input_series": [
+                series("stagehand_actions_running", running, "1x3"),
+                series("stagehand_action_progress_done", running, "0 700 2100 2100"),
+                series("stagehand_action_progress_ratio", running, "0 0.14 0.42 0.42"),
+                series("stagehand_actions_running", finished, "1 0 0 0"),
+                series("stagehand_action_progress_done", finished, "20 0 0 0"),
+                series("stagehand_action_progress_ratio", finished, "0.5 0 0 0"),
+            ],
+            "promql_expr_test": [
+                {"expr": "dashboard_progress_B", "eval_time": "2m",
+                 "exp_samples": [{"labels": format!("dashboard_progress_B{{{running}}}"), "value": 2100}]},
+                {"expr": "dashboard_progress_C", "eval_time": "2m",
+                 "exp_samples": [{"labels": format!("dashboard_progress_C{{{running}}}"), "value": 0.42}]},
+                {"expr": "dashboard_progress_B", "eval_time": "0m",
+                 "exp_samples": [
+                     {"labels": format!("dashboard_progress_B{{{running}}}"), "value": 0},
+                     {"labels": format!("dashboard_progress_B{{{finished}}}"), "value": 20},
+                 ]},
+            ],
+        }],
+    });
+    std::fs::write(
+        dir.join("dashboard.test.yaml"),
+        serde_yaml::to_string(&tests).unwrap(),
+    )
+    .unwrap();
+    let test = Command::new(&promtool)
+        .current_dir(&dir)
+        .args(["test", "rules", "dashboard.test.yaml"])
+        .output()
+        .unwrap();
+    ok(
+        "promtool test rules (the dashboard's progress panel)",
+        &test,
+    );
 }
 
 fn fixture_path() -> PathBuf {
@@ -417,6 +516,21 @@ async fn the_fixture_is_what_a_running_operator_exports() {
         for name in ["stagehand_last_run_result", "stagehand_runs_total"] {
             let line = format!("{name}{{{group},result=\"{result}\"}} 0");
             assert!(body.contains(&line), "{line} is not pre-set:\n{body}");
+        }
+    }
+    // A Migration none of whose runs has finished yet (the orphan waits): every result is
+    // there at 0 already, so the first failure is a change an alert sees, not a new series.
+    let unfinished = format!(
+        "migration_namespace=\"{}\",migration=\"no-such-migration\",stage=\"pre\"",
+        ns.name
+    );
+    for result in terminal_results() {
+        for name in ["stagehand_last_run_result", "stagehand_runs_total"] {
+            let line = format!("{name}{{{unfinished},result=\"{result}\"}} 0");
+            assert!(
+                body.contains(&line),
+                "{line} is not pre-set before the first run finishes:\n{body}"
+            );
         }
     }
     for controller in ["migrationrun", "migration"] {

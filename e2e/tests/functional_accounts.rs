@@ -360,6 +360,24 @@ async fn import_waits_for_a_permission_that_appears_late() {
         "{plan}"
     );
     let started = Instant::now();
+    // What the operator would read from the reporter while the import waits and creates,
+    // sampled every 100 ms (it reads every second).
+    let reporter = w.ctx.progress.clone();
+    let (stop_tx, mut stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let sampler = tokio::spawn(async move {
+        let mut lines: Vec<String> = Vec::new();
+        loop {
+            if let Some(seen) = reporter.snapshot()
+                && lines.last() != Some(&seen.line())
+            {
+                lines.push(seen.line());
+            }
+            tokio::select! {
+                _ = &mut stop_rx => return lines,
+                _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+            }
+        }
+    });
     let summary = w
         .run(
             IMPORT,
@@ -367,7 +385,18 @@ async fn import_waits_for_a_permission_that_appears_late() {
         )
         .await
         .unwrap();
+    let _ = stop_tx.send(());
+    let lines = sampler.await.unwrap();
     assert!(started.elapsed() >= Duration::from_secs(2), "did not wait");
+    // While it waited (polling every 5 s), the wait showed its seconds out of 30 (the
+    // creates' counts are seen moving in functional_accounts_scale.rs).
+    assert!(
+        lines.contains(&format!(
+            "waiting for the permission \"{PERMISSION}\" in the IAM: 0/30 seconds"
+        )),
+        "the wait was shown while it lasted: {lines:?}"
+    );
+
     assert!(summary.contains("created 4 Shared Accounts"), "{summary}");
     assert!(w.udm.state().object(&created.dn).is_some());
     seeded.permission = Some("7d3a0000-0000-4000-8000-00000000beef".into());

@@ -10,15 +10,38 @@
 //! run's status writes from it, and checks that the export's progress ("2,100/5,000
 //! accounts") moved through the status while the writes stayed bounded (one per
 //! `WRITE_EVERY` at most, whatever the rate of the work), and prints their count and cost.
+//! Meanwhile it scrapes the operator's `/metrics`: the same figures move in
+//! `stagehand_action_progress_done` and `_ratio`, and go back to 0 when the action ends.
+//!
+//! The OX simulator answers each mailbox removal [`removal_delay`] late, so that the removal
+//! phase lasts at least [`REMOVAL_PHASE`] on any machine: at one progress write per 3 s, that
+//! phase alone then writes at least two part-way counts of the 5,000. Without the delay, a fast
+//! machine finished it between two writes and the progress checks depended on its speed.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
 
+use stagehand_actions::functional_accounts::IN_FLIGHT;
 use stagehand_e2e::functional_accounts::{KEY, World, scale_fixture};
 use stagehand_e2e::kube_proxy::{KubeProxy, Seen};
 use stagehand_e2e::manifests::MigrationRun;
 use stagehand_e2e::minio::BUCKET;
 use stagehand_e2e::{Scene, apply, get, wait_up_to};
+use stagehand_simulators::http::FaultRule;
+
+/// The OX SOAP service that removes the mailboxes (secondary accounts).
+const SECONDARY: &str = "/webservices/OXSecondaryAccountService";
+
+/// The least time the export's mailbox removal takes, whatever the machine: four times the
+/// progress write interval (3 s), so that at least two part-way counts are written in it.
+const REMOVAL_PHASE: Duration = Duration::from_secs(12);
+
+/// How late the OX simulator answers each of `n` removals so that [`IN_FLIGHT`] at a time take
+/// at least [`REMOVAL_PHASE`] (20 ms for 5,000 accounts).
+fn removal_delay(n: usize) -> u64 {
+    let ms = REMOVAL_PHASE.as_millis() as u64 * IN_FLIGHT as u64;
+    ms.div_ceil(n.max(1) as u64)
+}
 
 /// How long one stage may take before the test fails (a release build needs well under a
 /// minute per stage for 5,000 accounts on two cores).
@@ -58,12 +81,18 @@ async fn five_thousand_functional_accounts_with_three_users_each() {
         3 * n + 1,
         "secondary account rows (plus the foreign one)"
     );
+    let delay = removal_delay(n);
+    w.ox.faults()
+        .add(FaultRule::path(SECONDARY).with_op("delete").delay_ms(delay));
     w.create_secrets(&ns.name);
     apply(&w.migration(&ns.name));
 
     let proxy = KubeProxy::start().await;
-    let mut operator = ns.start_operator_with(proxy.kubeconfig(), &[]);
+    let metrics = format!("127.0.0.1:{}", stagehand_e2e::local_server::free_port());
+    let mut operator = ns.start_operator_with(proxy.kubeconfig(), &["--metrics-address", &metrics]);
+    let scraper = ProgressScraper::start(&metrics, &ns.name, "pre", EXPORT);
     let (pre_time, pre) = run_stage(&ns.name, "pre", "pre");
+    let scraped = scraper.stop();
     let writes = status_writes(&proxy.log(), &ns.name, "pre");
     let figures = progress_figures(&writes);
     let progress_writes = writes.iter().filter(|w| is_progress(w)).count();
@@ -86,10 +115,10 @@ async fn five_thousand_functional_accounts_with_three_users_each() {
         .iter()
         .filter(|(_, done, total)| *total == n as u64 && *done > 0 && *done < n as u64)
         .collect();
-    // The apply's removal is fast (a few seconds per phase), so a 3 s throttle lets one or
-    // two part-way counts through; the phases before and after are written too.
+    // The removal lasts at least REMOVAL_PHASE (12 s), so a 3 s throttle lets at least two
+    // part-way counts through; the phases before and after are written too.
     assert!(
-        !counted.is_empty(),
+        counted.len() >= 2,
         "the export's progress was written part-way through the 5,000: {figures:?}"
     );
     let states: std::collections::BTreeSet<&(String, u64, u64)> = figures.iter().collect();
@@ -105,6 +134,31 @@ async fn five_thousand_functional_accounts_with_three_users_each() {
             );
         }
     }
+    // The metrics showed the removal's counts as it went (read every second), with their
+    // ratio, and the figure went back to 0 once the action ended.
+    let part_way: Vec<&(u64, f64)> = scraped
+        .iter()
+        .filter(|(done, _)| *done > 0 && *done < n as u64)
+        .collect();
+    let distinct: std::collections::BTreeSet<u64> = part_way.iter().map(|(d, _)| *d).collect();
+    assert!(
+        distinct.len() >= 3,
+        "/metrics showed at least three part-way counts of the 5,000 during the removal: {scraped:?}"
+    );
+    assert!(
+        part_way
+            .iter()
+            .any(|(d, r)| (r - *d as f64 / n as f64).abs() < 1e-9),
+        "the ratio is done over the phase's total: {scraped:?}"
+    );
+    let after = stagehand_e2e::http_get(&metrics, "/metrics")
+        .map(|(_, body)| progress_samples(&body, &ns.name, "pre", EXPORT))
+        .unwrap_or_default();
+    assert_eq!(
+        after,
+        Some((0, 0.0)),
+        "a finished action shows no figure in /metrics"
+    );
     // Bounded: a progress write at most every WRITE_EVERY (3 s), plus the run's other writes.
     let bound = 12 + (pre_time.as_secs() / 3) as usize;
     assert!(
@@ -128,8 +182,24 @@ async fn five_thousand_functional_accounts_with_three_users_each() {
 
     // Between the stages the operator is replaced, as a rollout of the release would.
     operator.kill();
-    let _operator = ns.start_operator();
+    let metrics = format!("127.0.0.1:{}", stagehand_e2e::local_server::free_port());
+    let _operator = ns.start_operator_with(
+        &stagehand_e2e::kubeconfig(),
+        &["--metrics-address", &metrics],
+    );
+    let scraper = ProgressScraper::start(&metrics, &ns.name, "post", IMPORT);
     let (post_time, post) = run_stage(&ns.name, "post", "post");
+    let imported = scraper.stop();
+    // The import's creates were counted as they went.
+    let creating: std::collections::BTreeSet<u64> = imported
+        .iter()
+        .map(|(done, _)| *done)
+        .filter(|done| *done > 0 && *done < n as u64)
+        .collect();
+    assert!(
+        creating.len() >= 3,
+        "/metrics showed at least three part-way counts of the import's creates: {imported:?}"
+    );
     let summary = post["summary"].as_str().unwrap_or_default();
     assert!(
         summary.contains(&format!("created {n} Shared Accounts")),
@@ -149,6 +219,10 @@ async fn five_thousand_functional_accounts_with_three_users_each() {
         size as f64 / n as f64
     );
     line("seed (in-process)", seed_time);
+    println!(
+        "  OX answers each removal {delay} ms late (the removal phase lasts >= {} s)",
+        REMOVAL_PHASE.as_secs()
+    );
     line("pre run (export: plan + apply)", pre_time);
     line("post run (import: plan + apply)", post_time);
     line("whole test up to the last check", whole);
@@ -168,11 +242,76 @@ async fn five_thousand_functional_accounts_with_three_users_each() {
             .join(", ")
     );
     println!(
+        "  export progress in /metrics (each change, read every 200 ms): {}",
+        scraped
+            .iter()
+            .map(|(done, ratio)| format!("{done} ({ratio:.3})"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    println!(
+        "  import progress in /metrics: {} changes, {} part-way counts of the creates",
+        imported.len(),
+        creating.len()
+    );
+    println!(
         "  requests: pre UDM {udm_pre}, OX SOAP {ox_pre}, S3 {s3_pre}; post UDM {}, OX SOAP {}, S3 {}",
         w.udm.requests().len() - udm_pre,
         w.ox.requests().len() - ox_pre,
         w.proxy.requests().len() - s3_pre
     );
+}
+
+/// The export's and the import's action ids.
+const EXPORT: &str = "ox_functional_accounts_export";
+const IMPORT: &str = "ox_shared_accounts_import";
+
+/// `action`'s `stagehand_action_progress_done` and `_ratio` in a `/metrics` body.
+fn progress_samples(body: &str, ns: &str, stage: &str, action: &str) -> Option<(u64, f64)> {
+    let labels = format!(
+        "{{migration_namespace=\"{ns}\",migration=\"opendesk\",stage=\"{stage}\",action=\"{action}\"}} "
+    );
+    let value = |name: &str| {
+        body.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}{labels}")))
+            .map(str::trim)
+    };
+    let done = value("stagehand_action_progress_done")?.parse().ok()?;
+    let ratio = value("stagehand_action_progress_ratio")?.parse().ok()?;
+    Some((done, ratio))
+}
+
+/// Reads the operator's `/metrics` every 200 ms until stopped: an action's figures seen, in
+/// order, each change once.
+struct ProgressScraper {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<(u64, f64)>>,
+}
+
+impl ProgressScraper {
+    fn start(address: &str, ns: &str, stage: &'static str, action: &'static str) -> Self {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (address, ns, flag) = (address.to_string(), ns.to_string(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            let mut seen: Vec<(u64, f64)> = Vec::new();
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Some(figure) = stagehand_e2e::http_get(&address, "/metrics")
+                    .and_then(|(_, body)| progress_samples(&body, &ns, stage, action))
+                    && seen.last() != Some(&figure)
+                {
+                    seen.push(figure);
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            seen
+        });
+        ProgressScraper { stop, thread }
+    }
+
+    fn stop(self) -> Vec<(u64, f64)> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().expect("the scraper thread")
+    }
 }
 
 /// The run's status writes the operator sent (`PATCH .../migrationruns/<name>/status`) and the

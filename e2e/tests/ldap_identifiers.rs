@@ -306,6 +306,18 @@ async fn direct_transport_fixes_what_differs_and_nothing_else() {
     );
     let after = snapshot(&slapd);
     assert_fixed(&before, &after, &[]);
+    // The reporter the operator reads: the changes counted as slapd answered them.
+    let shown = ctx
+        .progress
+        .snapshot()
+        .expect("the rewrite reported its progress");
+    assert_eq!(
+        shown.line(),
+        format!(
+            "setting univentionObjectIdentifier below {BASE_DN}: {n}/{n} entries",
+            n = stagehand_actions::progress::grouped(DIFFERING as u64)
+        )
+    );
 
     // A rerun finds nothing to do and changes nothing.
     let planned = act.plan(&ctx).await.unwrap().summary;

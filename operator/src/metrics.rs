@@ -4,7 +4,8 @@
 //! work-queue depth, adds and latency, API-client requests by verb and code, build info; and
 //! Stagehand's own: runs and actions by result, labelled with the Migration's namespace and
 //! name (never a run's name: the label sets stay bounded by the Migrations), the newest
-//! finished run per Migration and stage, since when runs wait or run, whether this replica
+//! finished run per Migration and stage, since when runs wait or run, how far a running
+//! action is inside its work (the figure the run's status shows), whether this replica
 //! leads. The chart's PrometheusRule alerts on them
 //! (`deploy/charts/stagehand/templates/prometheusrule.yaml`).
 //!
@@ -28,6 +29,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
 
 /// The content type of [`Metrics::encode`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -210,6 +212,8 @@ struct Inner {
     actions: Family<ActionLabels, Counter>,
     durations: HistogramFamily<ActionOnly>,
     running: Family<StageActionLabels, Gauge>,
+    progress_done: Family<StageActionLabels, Gauge>,
+    progress_ratio: Family<StageActionLabels, Gauge<f64, AtomicU64>>,
     runs_waiting: Gauge,
     leader: Gauge,
     run_phase_since: Family<PhaseLabels, Gauge>,
@@ -332,6 +336,18 @@ impl Metrics {
             "Actions executing now, by the Migration's namespace and name, stage and action id",
             running.clone(),
         );
+        let progress_done = Family::<StageActionLabels, Gauge>::default();
+        registry.register(
+            "stagehand_action_progress_done",
+            "Objects a running action has done in its current phase, as its status shows them (sampled every second); 0 when it is not running",
+            progress_done.clone(),
+        );
+        let progress_ratio = Family::<StageActionLabels, Gauge<f64, AtomicU64>>::default();
+        registry.register(
+            "stagehand_action_progress_ratio",
+            "Done over total (0 to 1) of a running action's current phase when it knows its total; 0 when it does not or is not running",
+            progress_ratio.clone(),
+        );
         let runs_waiting = Gauge::default();
         registry.register(
             "stagehand_runs_waiting",
@@ -383,6 +399,8 @@ impl Metrics {
                 actions,
                 durations,
                 running,
+                progress_done,
+                progress_ratio,
                 runs_waiting,
                 leader,
                 run_phase_since,
@@ -504,20 +522,22 @@ impl Metrics {
         }
     }
 
-    /// An action of `run` executes until the returned guard is dropped.
+    /// An action of `run` executes until the returned guard is dropped; its progress
+    /// ([`ActionRunning::progress`]) is shown meanwhile and goes back to 0 with the guard.
     pub fn action_running(&self, run: &RunRef, id: &str) -> ActionRunning {
-        let gauge = self
-            .inner
-            .running
-            .get_or_create(&StageActionLabels {
-                migration_namespace: run.namespace.clone(),
-                migration: run.migration.clone(),
-                stage: run.stage.clone(),
-                action: id.to_string(),
-            })
-            .clone();
+        let labels = StageActionLabels {
+            migration_namespace: run.namespace.clone(),
+            migration: run.migration.clone(),
+            stage: run.stage.clone(),
+            action: id.to_string(),
+        };
+        let gauge = self.inner.running.get_or_create(&labels).clone();
         gauge.inc();
-        ActionRunning { gauge }
+        let done = self.inner.progress_done.get_or_create(&labels).clone();
+        let ratio = self.inner.progress_ratio.get_or_create(&labels).clone();
+        done.set(0);
+        ratio.set(0.0);
+        ActionRunning { gauge, done, ratio }
     }
 
     /// An action of `run` finished: `result` is `succeeded`, `failed`, `skipped` or
@@ -632,11 +652,31 @@ fn controller_labels(controller: &str) -> ControllerLabels {
 #[derive(Debug)]
 pub struct ActionRunning {
     gauge: Gauge,
+    done: Gauge,
+    ratio: Gauge<f64, AtomicU64>,
+}
+
+impl ActionRunning {
+    /// The action reported `done` objects of its phase's `total` (when known).
+    pub fn progress(&self, done: u64, total: Option<u64>) {
+        self.done.set(i64::try_from(done).unwrap_or(i64::MAX));
+        self.ratio.set(progress_ratio(done, total));
+    }
+}
+
+/// Done over total, within 0 to 1; 0 without a total.
+fn progress_ratio(done: u64, total: Option<u64>) -> f64 {
+    match total {
+        Some(total) if total > 0 => (done as f64 / total as f64).clamp(0.0, 1.0),
+        _ => 0.0,
+    }
 }
 
 impl Drop for ActionRunning {
     fn drop(&mut self) {
         self.gauge.dec();
+        self.done.set(0);
+        self.ratio.set(0.0);
     }
 }
 
@@ -790,8 +830,25 @@ mod tests {
         let running = m.action_running(&run("a"), "workload_scale");
         let text = m.encode();
         assert!(text.contains("stagehand_actions_running{migration_namespace=\"ns\",migration=\"opendesk\",stage=\"pre\",action=\"workload_scale\"} 1"), "{text}");
+        running.progress(2_100, Some(5_000));
+        let text = m.encode();
+        for line in [
+            "stagehand_action_progress_done{migration_namespace=\"ns\",migration=\"opendesk\",stage=\"pre\",action=\"workload_scale\"} 2100",
+            "stagehand_action_progress_ratio{migration_namespace=\"ns\",migration=\"opendesk\",stage=\"pre\",action=\"workload_scale\"} 0.42",
+        ] {
+            assert!(text.contains(line), "{line} missing:\n{text}");
+        }
         drop(running);
         let text = m.encode();
+        for line in [
+            "stagehand_action_progress_done{migration_namespace=\"ns\",migration=\"opendesk\",stage=\"pre\",action=\"workload_scale\"} 0",
+            "stagehand_action_progress_ratio{migration_namespace=\"ns\",migration=\"opendesk\",stage=\"pre\",action=\"workload_scale\"} 0.0",
+        ] {
+            assert!(
+                text.contains(line),
+                "a finished action's figure goes back to 0: {line} missing:\n{text}"
+            );
+        }
         for line in [
             &format!("stagehand_runs_total{{{GROUP},result=\"succeeded\"}} 1"),
             &format!("stagehand_runs_total{{{GROUP},result=\"terminating\"}} 0"),
@@ -984,5 +1041,22 @@ mod tests {
             let uri: http::Uri = uri.parse().unwrap();
             assert_eq!(verb(&method, &uri), expected, "{method} {uri}");
         }
+    }
+
+    #[test]
+    fn the_progress_ratio_is_done_over_a_known_total_within_0_and_1() {
+        assert_eq!(progress_ratio(2_100, Some(5_000)), 0.42);
+        assert_eq!(progress_ratio(5_000, Some(5_000)), 1.0);
+        assert_eq!(progress_ratio(7, None), 0.0, "no total: no ratio");
+        assert_eq!(
+            progress_ratio(7, Some(0)),
+            0.0,
+            "an empty phase divides by nothing"
+        );
+        assert_eq!(
+            progress_ratio(9, Some(5)),
+            1.0,
+            "a count past its total stays at 1"
+        );
     }
 }

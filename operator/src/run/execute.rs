@@ -25,6 +25,7 @@ use super::preflight::Prepared;
 use super::progress;
 use super::reconcile::{DRY_RUN, Reconcile, Step, label, now, run_ref};
 use super::status::StatusError;
+use crate::metrics::ActionRunning;
 
 /// The reason of an action stopped at a safe point because its run was deleted.
 pub const STOPPED: &str = "Stopped";
@@ -206,7 +207,7 @@ async fn one(
         // Counted while it runs: a replica that lost its leadership waits for it to stop.
         let _in_flight = r.context.steering.action_started();
         // Shown while it runs (`stagehand_actions_running`).
-        let _running = r
+        let running = r
             .context
             .metrics
             .action_running(&run_ref(&r.run), &r.status.actions[i].id);
@@ -219,7 +220,7 @@ async fn one(
             r,
             i,
             &p.label,
-            &reporter,
+            (&reporter, &running),
             run_action(p, &ctx, dry),
             |result| {
                 // Logged the moment the action returns, before a progress write still under way
@@ -504,8 +505,9 @@ async fn retry_write(context: &Context, e: Error, wait: &mut Duration) -> Result
     Ok(())
 }
 
-/// Awaits `action`, meanwhile sampling its reporter every [`progress::SAMPLE_EVERY`] and
-/// writing the run's status (`status.actions[i].progress`, the Reconciling message) when the
+/// Awaits `action`, meanwhile sampling its reporter every [`progress::SAMPLE_EVERY`], showing
+/// each sample in the metrics (`stagehand_action_progress_*`, through `shown`) and writing
+/// the run's status (`status.actions[i].progress`, the Reconciling message) when the
 /// figure changed and the [`progress::Throttle`] allows. A write is never cut short: when the
 /// action ends during one, the write finishes first, so that it cannot land after the
 /// action's result; `ended` sees the action's result at once, without waiting for that write.
@@ -514,7 +516,7 @@ async fn report_while<T>(
     r: &mut Reconcile,
     i: usize,
     label: &str,
-    reporter: &Progress,
+    (reporter, shown): (&Progress, &ActionRunning),
     action: impl std::future::Future<Output = T>,
     ended: impl FnOnce(&T),
 ) -> T {
@@ -540,6 +542,7 @@ async fn report_while<T>(
             let Some(seen) = reporter.snapshot() else {
                 continue;
             };
+            shown.progress(seen.done, seen.total);
             if !throttle.due(std::time::Instant::now(), &seen) {
                 continue;
             }

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 
 use super::{Directory, Entry, LdapError, Refused, Replace, wire};
-use crate::action::{SecretValue, Warnings};
+use crate::action::{Progress, SecretValue, Warnings};
 use crate::clients::tls;
 use crate::text::one_line;
 
@@ -105,6 +105,8 @@ pub struct DirectSettings {
     pub insecure_skip_tls_verify: bool,
     /// Where the warning of an unverified certificate goes.
     pub warnings: Warnings,
+    /// Where the modifications the server answered are counted (the action's reporter).
+    pub progress: Progress,
 }
 
 impl DirectSettings {
@@ -121,6 +123,7 @@ impl DirectSettings {
             ca_bundle: None,
             insecure_skip_tls_verify: false,
             warnings: Warnings::default(),
+            progress: Progress::default(),
         }
     }
 
@@ -167,6 +170,7 @@ pub struct DirectDirectory {
     max_in_flight: usize,
     page_size: i32,
     tls: Option<wire::WireTls>,
+    progress: Progress,
 }
 
 impl fmt::Debug for DirectDirectory {
@@ -246,6 +250,7 @@ impl DirectDirectory {
             max_in_flight: settings.max_in_flight.max(1),
             page_size: settings.page_size.max(1),
             tls,
+            progress: settings.progress.clone(),
         };
         let bound = ldap
             .with_timeout(settings.timeout)
@@ -309,7 +314,8 @@ impl DirectDirectory {
 
     /// Sends every change of `changes` as a modify/replace on a connection of its own
     /// (bound as the same DN), `max_in_flight` unanswered at a time, requests batched into
-    /// few writes (see [`super::wire`]); returns the refused ones.
+    /// few writes (see [`super::wire`]), each answer counted in the settings' `progress`;
+    /// returns the refused ones.
     async fn pipeline(
         &self,
         changes: impl futures::Stream<Item = Replace> + Send,
@@ -334,7 +340,7 @@ impl DirectDirectory {
                 },
             })?;
         let (_answered, outcomes) = bound
-            .modify_all(changes, self.max_in_flight, self.timeout)
+            .modify_all(changes, self.max_in_flight, self.timeout, &self.progress)
             .await
             .map_err(|e| LdapError::Modify {
                 server: self.describe(),

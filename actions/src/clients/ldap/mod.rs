@@ -223,44 +223,6 @@ pub trait Directory: Send + Sync + fmt::Debug {
             )))
         })
     }
-
-    /// Searches like [`Directory::search`] and makes the change `change_of` asks for on each
-    /// entry found. This default searches first and then changes; a transport may start the
-    /// changes while the search is still running (the direct transport does). An error means
-    /// the search or the transport failed (some changes may have been made).
-    fn search_and_replace<'a>(
-        &'a self,
-        base: &'a str,
-        filter: &'a str,
-        attrs: &'a [&'a str],
-        change_of: ChangeOf<'a>,
-    ) -> BoxFuture<'a, Result<Replaced, LdapError>> {
-        Box::pin(async move {
-            let found = self.search(base, filter, attrs).await?;
-            let mut changes: Vec<Replace> = found.iter().filter_map(change_of).collect();
-            changes.sort_by(|a, b| a.dn.cmp(&b.dn));
-            let refused = self.replace(&changes).await?;
-            Ok(Replaced {
-                found,
-                changes,
-                refused,
-            })
-        })
-    }
-}
-
-/// What change, if any, an entry needs.
-pub type ChangeOf<'a> = &'a (dyn Fn(&Entry) -> Option<Replace> + Send + Sync);
-
-/// What [`Directory::search_and_replace`] found and did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Replaced {
-    /// Every entry the search returned.
-    pub found: Vec<Entry>,
-    /// The changes made or tried, sorted by DN.
-    pub changes: Vec<Replace>,
-    /// The changes the server refused.
-    pub refused: Vec<Refused>,
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{Semaphore, watch};
 
 use super::{Refused, Replace};
+use crate::progress::Progress;
 
 /// A byte stream to an LDAP server.
 pub(crate) trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
@@ -528,14 +529,15 @@ pub(crate) type Outcome = (String, u32, String);
 
 impl Bound {
     /// Sends every change as a modify/replace, at most `window` unanswered at a time,
-    /// batching the requests that are ready into one write. Returns the changes the server
-    /// refused (DN, result code, text). Fails when the connection breaks or the server stays
+    /// batching the requests that are ready into one write, each answer counted in
+    /// `answered`. Returns the changes the server refused (DN, result code, text). Fails when the connection breaks or the server stays
     /// silent for `timeout` with requests outstanding.
     pub(crate) async fn modify_all(
         self,
         changes: impl Stream<Item = Replace> + Send,
         window: usize,
         timeout: Duration,
+        answered: &Progress,
     ) -> Result<(usize, Vec<Outcome>), WireError> {
         let Bound { io, mut buf } = self;
         let (mut reader, mut writer) = tokio::io::split(io);
@@ -636,6 +638,7 @@ impl Bound {
                             .ok_or_else(|| WireError::Protocol(format!("an answer to unknown message {}", response.id)))?;
                         permits.add_permits(1);
                         received += 1;
+                        answered.add(1);
                         if response.code != 0 {
                             refused.push((dn, response.code, response.message));
                         }
@@ -854,9 +857,16 @@ mod tests {
             attr: "univentionObjectIdentifier".into(),
             value: "0d4f8a30-1b2c-103f-8a1e-5b1f2c3d4e5f".into(),
         });
+        let answered = Progress::default();
+        answered.phase("setting", Some(1000), "entries");
         let result = tokio::time::timeout(
             Duration::from_secs(20),
-            bound.modify_all(futures::stream::iter(changes), 64, Duration::from_secs(5)),
+            bound.modify_all(
+                futures::stream::iter(changes),
+                64,
+                Duration::from_secs(5),
+                &answered,
+            ),
         )
         .await
         .expect("the pipeline ends");
@@ -865,6 +875,11 @@ mod tests {
             err.to_string()
                 .contains("closed the connection after 2 answers"),
             "{err}"
+        );
+        assert_eq!(
+            answered.snapshot().unwrap().done,
+            2,
+            "the answers received are counted, the unanswered ones are not"
         );
         server.await.unwrap();
     }
