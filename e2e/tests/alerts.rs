@@ -268,7 +268,7 @@ fn dashboard_queries_run_in_prometheus(panels: &[serde_json::Value]) {
     let file = serde_json::json!({"groups": [{"name": "dashboard", "rules": rules}]});
     std::fs::write(
         dir.join("dashboard.rules.yaml"),
-        serde_yaml::to_string(&file).unwrap(),
+        serde_norway::to_string(&file).unwrap(),
     )
     .unwrap();
     let promtool = promtool();
@@ -314,7 +314,7 @@ fn dashboard_queries_run_in_prometheus(panels: &[serde_json::Value]) {
     });
     std::fs::write(
         dir.join("dashboard.test.yaml"),
-        serde_yaml::to_string(&tests).unwrap(),
+        serde_norway::to_string(&tests).unwrap(),
     )
     .unwrap();
     let test = Command::new(&promtool)
