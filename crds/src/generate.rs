@@ -21,7 +21,7 @@ pub enum GenerateError {
     },
     /// The manifests could not be rendered as YAML.
     #[error("cannot render the CRDs as YAML: {0}")]
-    Yaml(#[from] serde_yaml::Error),
+    Yaml(#[from] serde_norway::Error),
 }
 
 /// The `status.observedGeneration` of an object no controller has reconciled yet.
@@ -181,7 +181,7 @@ pub fn to_yaml(crds: &[CustomResourceDefinition]) -> Result<String, GenerateErro
     let mut out = String::new();
     for crd in crds {
         out.push_str("---\n");
-        out.push_str(&serde_yaml::to_string(crd)?);
+        out.push_str(&serde_norway::to_string(crd)?);
     }
     Ok(out)
 }

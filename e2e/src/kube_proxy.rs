@@ -97,9 +97,9 @@ pub struct KubeProxy {
 impl KubeProxy {
     /// Starts a proxy in front of the API server of the test kubeconfig ([`crate::kubeconfig`]).
     pub async fn start() -> Self {
-        let config: serde_yaml::Value = match std::fs::read_to_string(crate::kubeconfig())
+        let config: serde_norway::Value = match std::fs::read_to_string(crate::kubeconfig())
             .map_err(|e| e.to_string())
-            .and_then(|t| serde_yaml::from_str(&t).map_err(|e| e.to_string()))
+            .and_then(|t| serde_norway::from_str(&t).map_err(|e| e.to_string()))
         {
             Ok(c) => c,
             Err(e) => panic!("cannot read the test kubeconfig: {e}"),

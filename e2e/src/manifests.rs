@@ -323,7 +323,7 @@ impl MigrationRun {
 
 /// `value` as a YAML document.
 pub fn yaml(value: &Value) -> String {
-    match serde_yaml::to_string(value) {
+    match serde_norway::to_string(value) {
         Ok(text) => text,
         Err(e) => panic!("cannot write {value} as YAML: {e}"),
     }

@@ -46,12 +46,12 @@ impl CutProxy {
     pub fn kubeconfig(&self, kubeconfig: &str) -> PathBuf {
         let text = std::fs::read_to_string(kubeconfig)
             .unwrap_or_else(|e| panic!("cannot read {kubeconfig}: {e}"));
-        let mut config: serde_yaml::Value =
-            serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{kubeconfig} is not YAML: {e}"));
+        let mut config: serde_norway::Value = serde_norway::from_str(&text)
+            .unwrap_or_else(|e| panic!("{kubeconfig} is not YAML: {e}"));
         let server = format!("https://{}", self.addr);
         if let Some(clusters) = config["clusters"].as_sequence_mut() {
             for cluster in clusters {
-                cluster["cluster"]["server"] = serde_yaml::Value::String(server.clone());
+                cluster["cluster"]["server"] = serde_norway::Value::String(server.clone());
             }
         }
         let path = std::env::temp_dir().join(format!(
@@ -59,7 +59,7 @@ impl CutProxy {
             std::process::id(),
             self.addr.port()
         ));
-        let out = serde_yaml::to_string(&config)
+        let out = serde_norway::to_string(&config)
             .unwrap_or_else(|e| panic!("cannot write the kubeconfig: {e}"));
         std::fs::write(&path, out)
             .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
@@ -103,8 +103,8 @@ pub fn replica_of(request: &LoggedRequest) -> &str {
 pub fn api_server_of(kubeconfig: &str) -> SocketAddr {
     let text = std::fs::read_to_string(kubeconfig)
         .unwrap_or_else(|e| panic!("cannot read {kubeconfig}: {e}"));
-    let config: serde_yaml::Value =
-        serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{kubeconfig} is not YAML: {e}"));
+    let config: serde_norway::Value =
+        serde_norway::from_str(&text).unwrap_or_else(|e| panic!("{kubeconfig} is not YAML: {e}"));
     let server = config["clusters"][0]["cluster"]["server"]
         .as_str()
         .unwrap_or_else(|| panic!("{kubeconfig} names no server"));

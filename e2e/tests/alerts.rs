@@ -50,7 +50,7 @@ fn promtool() -> PathBuf {
 
 /// The rule groups of the chart's PrometheusRule, as `helm template` renders them with the
 /// default values in `stagehand-system` (the namespace the unit tests' series carry).
-fn rendered_rules() -> serde_yaml::Value {
+fn rendered_rules() -> serde_norway::Value {
     let helm = built("STAGEHAND_HELM_BIN", "e2e/cluster/build-helm", &[]);
     let out = Command::new(helm)
         .current_dir(root())
@@ -67,7 +67,7 @@ fn rendered_rules() -> serde_yaml::Value {
         ])
         .output()
         .expect("running helm");
-    let doc: serde_yaml::Value = serde_yaml::from_str(&ok("helm template", &out)).unwrap();
+    let doc: serde_norway::Value = serde_norway::from_str(&ok("helm template", &out)).unwrap();
     assert_eq!(doc["kind"], "PrometheusRule", "{doc:?}");
     assert_eq!(doc["apiVersion"], "monitoring.coreos.com/v1");
     doc["spec"].clone()
@@ -154,7 +154,7 @@ fn the_dashboard_ships_when_asked_and_queries_only_exported_series() {
         "--show-only",
         "templates/dashboard.yaml",
     ]);
-    let map: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    let map: serde_norway::Value = serde_norway::from_str(&text).unwrap();
     assert_eq!(map["kind"], "ConfigMap", "{text}");
     assert_eq!(
         map["metadata"]["labels"]["grafana_dashboard"], "1",
@@ -268,7 +268,7 @@ fn dashboard_queries_run_in_prometheus(panels: &[serde_json::Value]) {
     let file = serde_json::json!({"groups": [{"name": "dashboard", "rules": rules}]});
     std::fs::write(
         dir.join("dashboard.rules.yaml"),
-        serde_yaml::to_string(&file).unwrap(),
+        serde_norway::to_string(&file).unwrap(),
     )
     .unwrap();
     let promtool = promtool();
@@ -314,7 +314,7 @@ fn dashboard_queries_run_in_prometheus(panels: &[serde_json::Value]) {
     });
     std::fs::write(
         dir.join("dashboard.test.yaml"),
-        serde_yaml::to_string(&tests).unwrap(),
+        serde_norway::to_string(&tests).unwrap(),
     )
     .unwrap();
     let test = Command::new(&promtool)
@@ -342,7 +342,7 @@ fn promtool_checks_and_unit_tests_the_chart_rules() {
     let dir = scene.dir();
     std::fs::write(
         dir.join("rules.yaml"),
-        serde_yaml::to_string(&rendered_rules()).unwrap(),
+        serde_norway::to_string(&rendered_rules()).unwrap(),
     )
     .unwrap();
     std::fs::copy(
@@ -373,7 +373,7 @@ fn the_rules_and_their_tests_use_only_series_the_operator_exports() {
     let names: BTreeSet<&str> = known.iter().map(|(n, _)| n.as_str()).collect();
     // The unit tests' input series: a name and label names of the fixture (plus the
     // `namespace` the scrape adds).
-    let tests: serde_yaml::Value = serde_yaml::from_str(
+    let tests: serde_norway::Value = serde_norway::from_str(
         &std::fs::read_to_string(root().join("e2e/prometheus/rules.test.yaml")).unwrap(),
     )
     .unwrap();

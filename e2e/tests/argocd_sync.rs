@@ -428,7 +428,7 @@ async fn a_failing_pre_run_stops_the_sync_before_the_applications() {
 #[test]
 fn the_argocd_cm_holds_the_tested_health_checks() {
     let text = std::fs::read_to_string(root().join(ARGOCD_CM)).unwrap();
-    let cm: Value = serde_yaml::from_str(&text).unwrap();
+    let cm: Value = serde_norway::from_str(&text).unwrap();
     let data = cm["data"].as_object().unwrap();
     let mut keys: Vec<&String> = data.keys().collect();
     keys.sort();

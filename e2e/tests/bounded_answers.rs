@@ -122,7 +122,7 @@ async fn synapse_refuses_an_answer_over_its_limit() {
 /// The chart's memory limit of the operator (`resources.limits.memory` in values.yaml), in
 /// bytes.
 fn chart_memory_limit() -> u64 {
-    let values: serde_yaml::Value = serde_yaml::from_str(
+    let values: serde_norway::Value = serde_norway::from_str(
         &std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../deploy/charts/stagehand/values.yaml"

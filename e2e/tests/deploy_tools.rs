@@ -254,7 +254,7 @@ fn write_testdata(states: &[(&str, &str, Value)], argocd: &[Value]) {
         let kind = obj["kind"].as_str().unwrap().to_string();
         let dir = kind_dir(&kind).join("testdata");
         std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join(file), serde_yaml::to_string(obj).unwrap()).unwrap();
+        std::fs::write(dir.join(file), serde_norway::to_string(obj).unwrap()).unwrap();
         tests.entry(kind).or_default().push(json!({
             "healthStatus": {"status": answer["status"], "message": answer["message"]},
             "inputPath": format!("testdata/{file}"),
@@ -263,7 +263,7 @@ fn write_testdata(states: &[(&str, &str, Value)], argocd: &[Value]) {
     for (kind, tests) in tests {
         let text = format!(
             "# Written by e2e/tests/deploy_tools.rs (STAGEHAND_WRITE_TESTDATA=1) from objects the\n# operator wrote; run by `argocd-health test deploy/argocd` like Argo CD's TestLuaHealthScript.\n{}",
-            serde_yaml::to_string(&json!({ "tests": tests })).unwrap()
+            serde_norway::to_string(&json!({ "tests": tests })).unwrap()
         );
         std::fs::write(kind_dir(&kind).join("health_test.yaml"), text).unwrap();
     }

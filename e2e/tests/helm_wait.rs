@@ -444,8 +444,8 @@ async fn helm3_install_wait_does_not_wait_for_the_run_the_hook_job_does() {
     let mut template = helm_command(&helm3, &dir);
     template.args(&args);
     let rendered = ok("helm template", &template.output().unwrap());
-    let job = serde_yaml::Deserializer::from_str(&rendered)
-        .map(|d| serde_json::to_value(serde_yaml::Value::deserialize(d).unwrap()).unwrap())
+    let job = serde_norway::Deserializer::from_str(&rendered)
+        .map(|d| serde_json::to_value(serde_norway::Value::deserialize(d).unwrap()).unwrap())
         .find(|d| d["kind"] == "Job")
         .unwrap_or_else(|| panic!("no Job in:\n{rendered}"));
     assert_eq!(

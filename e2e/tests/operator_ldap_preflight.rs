@@ -26,7 +26,7 @@ fn example(ns: &str, world: &World, provisioning_url: &str, pod: &str) -> String
         "/../deploy/examples/opendesk-v1.18.yaml"
     ))
     .unwrap();
-    let mut m: Value = serde_yaml::from_str(&text).unwrap();
+    let mut m: Value = serde_norway::from_str(&text).unwrap();
     m["metadata"]["namespace"] = json!(ns);
     m["spec"]["installedRelease"] = json!("v1.17.3");
     let store = world.ctx.object_store.clone().unwrap();

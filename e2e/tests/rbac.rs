@@ -172,7 +172,7 @@ fn the_crds_are_kept_templates_and_the_crd_policy_reaches_the_operator() {
                 .output()
                 .expect("running helm");
             let text = ok(&format!("helm {major} {}", args.join(" ")), &out);
-            serde_yaml::Deserializer::from_str(&text)
+            serde_norway::Deserializer::from_str(&text)
                 .map(|doc| serde::Deserialize::deserialize(doc).unwrap())
                 .filter(|v: &Value| !v.is_null())
                 .collect()
@@ -276,7 +276,7 @@ fn secret_rules(values: &[&str]) -> Vec<Value> {
     }
     let rendered = helm(&args);
     let mut rules = Vec::new();
-    for doc in serde_yaml::Deserializer::from_str(&rendered) {
+    for doc in serde_norway::Deserializer::from_str(&rendered) {
         let v: Value = serde::Deserialize::deserialize(doc).unwrap();
         if v["kind"] == "Role" && v["metadata"]["name"] == "stagehand" {
             rules.extend(
@@ -331,7 +331,7 @@ fn install_rbac(ns: &str, values: &[&str], edit: impl Fn(&mut Value)) -> (String
     let mut docs = Vec::new();
     let mut cluster = Vec::new();
     let mut account = None;
-    for doc in serde_yaml::Deserializer::from_str(&rendered) {
+    for doc in serde_norway::Deserializer::from_str(&rendered) {
         let mut v: Value = match serde::Deserialize::deserialize(doc) {
             Ok(v) => v,
             Err(e) => panic!("rendered chart is not YAML: {e}"),
@@ -688,7 +688,7 @@ fn rendered(args: &[&str]) -> Vec<Value> {
     let mut all = vec!["template", "stagehand", "deploy/charts/stagehand"];
     all.extend(args);
     let text = helm(&all);
-    serde_yaml::Deserializer::from_str(&text)
+    serde_norway::Deserializer::from_str(&text)
         .map(|doc| serde::Deserialize::deserialize(doc).unwrap())
         .filter(|v: &Value| !v.is_null())
         .collect()
@@ -1120,7 +1120,7 @@ async fn view_and_edit_reach_migrations_through_aggregation() {
         "--show-only",
         "templates/rbac-aggregated.yaml",
     ]);
-    let docs: Vec<Value> = serde_yaml::Deserializer::from_str(&text)
+    let docs: Vec<Value> = serde_norway::Deserializer::from_str(&text)
         .map(|doc| serde::Deserialize::deserialize(doc).unwrap())
         .collect();
     let _guard = ClusterObjects(

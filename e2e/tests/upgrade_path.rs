@@ -55,7 +55,7 @@ const SESSIONS: u64 = 40;
 fn example(file: &str) -> Value {
     let path = format!("{}/../deploy/examples/{file}", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
+    serde_norway::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
 /// An IAM user in slapd as openDesk's directory holds it after v1.17, LDIF: an OX user of

@@ -712,8 +712,8 @@ const EXAMPLE_V1_19: &str = concat!(
 
 /// The v1.19 example as JSON.
 fn example_v1_19() -> Value {
-    let yaml: serde_yaml::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(EXAMPLE_V1_19).unwrap()).unwrap();
+    let yaml: serde_norway::Value =
+        serde_norway::from_str(&std::fs::read_to_string(EXAMPLE_V1_19).unwrap()).unwrap();
     serde_json::to_value(yaml).unwrap()
 }
 

@@ -157,8 +157,8 @@ fn the_v1_18_values_become_the_shipped_example_with_the_same_plan() {
         }
     }
     // Not only the same plan: the same spec, field for field.
-    let example: serde_yaml::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(EXAMPLE).unwrap()).unwrap();
+    let example: serde_norway::Value =
+        serde_norway::from_str(&std::fs::read_to_string(EXAMPLE).unwrap()).unwrap();
     let example: Value = serde_json::to_value(example).unwrap();
     assert_eq!(migration["spec"], example["spec"]);
     assert_eq!(migration["metadata"], example["metadata"]);
@@ -790,9 +790,9 @@ const GITOPS: [(&str, &str); 3] = [
 ];
 
 fn yaml_docs(text: &str) -> Vec<Value> {
-    serde_yaml::Deserializer::from_str(text)
+    serde_norway::Deserializer::from_str(text)
         .map(|d| {
-            let v: serde_yaml::Value = serde::Deserialize::deserialize(d).unwrap();
+            let v: serde_norway::Value = serde::Deserialize::deserialize(d).unwrap();
             serde_json::to_value(v).unwrap()
         })
         .collect()
@@ -857,8 +857,8 @@ fn the_v1_19_values_become_the_shipped_v1_19_example() {
     let (exit, r, err) = report_any(&["--values", &fixture("values-v1.19.yaml"), "-n", "opendesk"]);
     assert_eq!(exit, 0, "{err}");
     let migration = &r["migration"];
-    let example: serde_yaml::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(EXAMPLE_V1_19).unwrap()).unwrap();
+    let example: serde_norway::Value =
+        serde_norway::from_str(&std::fs::read_to_string(EXAMPLE_V1_19).unwrap()).unwrap();
     let example: Value = serde_json::to_value(example).unwrap();
     assert_eq!(migration["spec"], example["spec"]);
     assert_eq!(migration["metadata"], example["metadata"]);

@@ -201,14 +201,14 @@ impl OxFunctionalAccounts {
         // One parse on the way that succeeds; the header is looked at on its own only to
         // explain a failure, so that a document of another version or kind is reported as
         // that and not as its first unknown field.
-        let parsed: Result<Self, _> = serde_yaml::from_slice(bytes);
+        let parsed: Result<Self, _> = serde_norway::from_slice(bytes);
         let doc = match parsed {
             Ok(doc) => {
                 header_problem(Some(&doc.api_version), Some(&doc.kind))?;
                 doc
             }
             Err(e) => {
-                let header: Header = serde_yaml::from_slice(bytes)
+                let header: Header = serde_norway::from_slice(bytes)
                     .map_err(|_| HandoverError::Document(format!("not a YAML mapping: {e}")))?;
                 header_problem(header.api_version.as_deref(), header.kind.as_deref())?;
                 return Err(HandoverError::Document(e.to_string()));
@@ -228,7 +228,7 @@ impl OxFunctionalAccounts {
         if !problems.is_empty() {
             return Err(HandoverError::Document(problems.join("; ")));
         }
-        serde_yaml::to_string(self)
+        serde_norway::to_string(self)
             .map(String::into_bytes)
             .map_err(|e| HandoverError::Document(format!("cannot serialize: {e}")))
     }

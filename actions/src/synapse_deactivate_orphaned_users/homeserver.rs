@@ -4,7 +4,7 @@
 //! delegated to the Matrix Authentication Service (`experimental_features.msc3861.enabled`,
 //! `matrix_authentication_service.enabled`), where the action must not act.
 
-use serde_yaml::Value;
+use serde_norway::Value;
 
 use crate::action::{ActionError, SecretValue};
 
@@ -40,7 +40,7 @@ fn enabled(root: &Value, path: &[&str]) -> bool {
 /// Reads `text` (the file at `path`, for messages). The secret's value never appears in an
 /// error: a YAML error quotes no value.
 pub fn read(text: &str, path: &str) -> Result<Homeserver, ActionError> {
-    let root: Value = serde_yaml::from_str(text).map_err(|e| {
+    let root: Value = serde_norway::from_str(text).map_err(|e| {
         ActionError::InvalidAnswer(format!(
             "Synapse's configuration {path} is not YAML (line {}): set synapse.configPath to homeserver.yaml",
             e.location().map_or(0, |l| l.line())

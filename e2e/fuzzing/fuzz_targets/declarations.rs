@@ -22,8 +22,8 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    for doc in serde_yaml::Deserializer::from_str(text) {
-        let Ok(yaml) = serde_yaml::Value::deserialize(doc) else {
+    for doc in serde_norway::Deserializer::from_str(text) {
+        let Ok(yaml) = serde_norway::Value::deserialize(doc) else {
             break;
         };
         if yaml.is_null() {

@@ -393,8 +393,8 @@ pub fn check_interrupted(
 }
 
 fn parse_yaml(key: &str, text: &str) -> Result<Value, StatusRefusal> {
-    let yaml: serde_yaml::Value =
-        serde_yaml::from_str(text).map_err(|e| StatusRefusal::BadValue {
+    let yaml: serde_norway::Value =
+        serde_norway::from_str(text).map_err(|e| StatusRefusal::BadValue {
             key: key.to_string(),
             why: format!("not YAML or JSON ({e})"),
         })?;

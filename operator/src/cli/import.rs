@@ -127,7 +127,7 @@ fn read_text(path: &Path) -> Result<String, Failure> {
 
 fn read_yaml(path: &Path) -> Result<Value, Failure> {
     let text = read_text(path)?;
-    let yaml: serde_yaml::Value = serde_yaml::from_str(&text)
+    let yaml: serde_norway::Value = serde_norway::from_str(&text)
         .map_err(|e| Failure::Usage(format!("{}: not valid YAML: {e}", path.display())))?;
     serde_json::to_value(yaml)
         .map_err(|e| Failure::Usage(format!("{}: cannot be read as data: {e}", path.display())))
@@ -439,7 +439,8 @@ impl Printed<'_> {
     /// unmatched entries and the plan.
     fn print(&self) -> Result<(), Failure> {
         let yaml = |v: &Value| {
-            serde_yaml::to_string(v).map_err(|e| Failure::Usage(format!("cannot render YAML: {e}")))
+            serde_norway::to_string(v)
+                .map_err(|e| Failure::Usage(format!("cannot render YAML: {e}")))
         };
         let json = |v: &Value| {
             serde_json::to_string_pretty(v)

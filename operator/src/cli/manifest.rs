@@ -29,7 +29,7 @@ pub enum ReadError {
         /// The file.
         file: String,
         /// Why.
-        source: serde_yaml::Error,
+        source: serde_norway::Error,
     },
     /// A document cannot be represented as JSON (e.g. a non-string mapping key).
     #[error("{file}: document {index} cannot be read as a Kubernetes object: {message}")]
@@ -121,8 +121,8 @@ pub fn load(path: &Path, last_migrated: Option<&str>) -> Result<Loaded, ReadErro
         .transpose()
         .map_err(|source| ReadError::LastMigrated { source })?;
     let mut migrations = Vec::new();
-    for (i, doc) in serde_yaml::Deserializer::from_str(&text).enumerate() {
-        let yaml = serde_yaml::Value::deserialize(doc).map_err(|source| ReadError::Yaml {
+    for (i, doc) in serde_norway::Deserializer::from_str(&text).enumerate() {
+        let yaml = serde_norway::Value::deserialize(doc).map_err(|source| ReadError::Yaml {
             file: file.clone(),
             source,
         })?;

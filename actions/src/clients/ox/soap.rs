@@ -326,7 +326,7 @@ fn open(
     let mut nil = false;
     for attr in start.attributes() {
         let attr = attr.map_err(|e| ParseError(format!("bad attribute on <{name}>: {e}")))?;
-        let (attr_ns, local) = reader.resolve_attribute(attr.key);
+        let (attr_ns, local) = reader.resolver().resolve_attribute(attr.key);
         if let ResolveResult::Bound(attr_ns) = attr_ns
             && attr_ns.as_ref() == XSI.as_bytes()
             && local.as_ref() == b"nil"
