@@ -13,10 +13,12 @@
 //! Meanwhile it scrapes the operator's `/metrics`: the same figures move in
 //! `stagehand_action_progress_done` and `_ratio`, and go back to 0 when the action ends.
 //!
-//! The OX simulator answers each mailbox removal [`removal_delay`] late, so that the removal
-//! phase lasts at least [`REMOVAL_PHASE`] on any machine: at one progress write per 3 s, that
-//! phase alone then writes at least two part-way counts of the 5,000. Without the delay, a fast
-//! machine finished it between two writes and the progress checks depended on its speed.
+//! The OX simulator answers each mailbox removal, and the UDM simulator each Shared Account
+//! create, [`phase_delay`] late, so that the export's removal and the import's creates last at
+//! least [`SLOW_PHASE`] on any machine: at one progress write per 3 s, the removal alone then
+//! writes at least two part-way counts of the 5,000, and `/metrics` (read every second) shows
+//! several counts of each. Without the delays, a fast machine finished a phase between two
+//! writes and the progress checks depended on its speed.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
@@ -32,14 +34,17 @@ use stagehand_simulators::http::FaultRule;
 /// The OX SOAP service that removes the mailboxes (secondary accounts).
 const SECONDARY: &str = "/webservices/OXSecondaryAccountService";
 
-/// The least time the export's mailbox removal takes, whatever the machine: four times the
-/// progress write interval (3 s), so that at least two part-way counts are written in it.
-const REMOVAL_PHASE: Duration = Duration::from_secs(12);
+/// Where the import creates the Shared Accounts (`POST`).
+const SHARED_ACCOUNTS: &str = "/univention/udm/oxmail/shared_account/";
 
-/// How late the OX simulator answers each of `n` removals so that [`IN_FLIGHT`] at a time take
-/// at least [`REMOVAL_PHASE`] (20 ms for 5,000 accounts).
-fn removal_delay(n: usize) -> u64 {
-    let ms = REMOVAL_PHASE.as_millis() as u64 * IN_FLIGHT as u64;
+/// The least time the export's mailbox removal and the import's creates take, whatever the
+/// machine: four times the progress write interval (3 s).
+const SLOW_PHASE: Duration = Duration::from_secs(12);
+
+/// How late a simulator answers each of `n` requests so that [`IN_FLIGHT`] at a time take at
+/// least [`SLOW_PHASE`] (20 ms for 5,000 accounts).
+fn phase_delay(n: usize) -> u64 {
+    let ms = SLOW_PHASE.as_millis() as u64 * IN_FLIGHT as u64;
     ms.div_ceil(n.max(1) as u64)
 }
 
@@ -81,9 +86,14 @@ async fn five_thousand_functional_accounts_with_three_users_each() {
         3 * n + 1,
         "secondary account rows (plus the foreign one)"
     );
-    let delay = removal_delay(n);
+    let delay = phase_delay(n);
     w.ox.faults()
         .add(FaultRule::path(SECONDARY).with_op("delete").delay_ms(delay));
+    w.udm.faults().add(
+        FaultRule::prefix(SHARED_ACCOUNTS)
+            .method("POST")
+            .delay_ms(delay),
+    );
     w.create_secrets(&ns.name);
     apply(&w.migration(&ns.name));
 
@@ -115,7 +125,7 @@ async fn five_thousand_functional_accounts_with_three_users_each() {
         .iter()
         .filter(|(_, done, total)| *total == n as u64 && *done > 0 && *done < n as u64)
         .collect();
-    // The removal lasts at least REMOVAL_PHASE (12 s), so a 3 s throttle lets at least two
+    // The removal lasts at least SLOW_PHASE (12 s), so a 3 s throttle lets at least two
     // part-way counts through; the phases before and after are written too.
     assert!(
         counted.len() >= 2,
@@ -221,6 +231,19 @@ async fn five_thousand_functional_accounts_with_three_users_each() {
         "{summary}"
     );
     w.assert_imported_exactly(&seeded);
+    // The delays fired: the phases were slowed as the progress checks assume.
+    let delayed = |requests: Vec<stagehand_simulators::http::LoggedRequest>| {
+        requests
+            .iter()
+            .filter(|r| r.fault.as_deref() == Some("delay"))
+            .count()
+    };
+    assert_eq!(delayed(w.ox.requests()), n, "every OX removal was delayed");
+    assert_eq!(
+        delayed(w.udm.requests()),
+        n,
+        "every Shared Account create was delayed"
+    );
     let whole = began.elapsed();
 
     let line = |what: &str, d: Duration| {
@@ -235,8 +258,8 @@ async fn five_thousand_functional_accounts_with_three_users_each() {
     );
     line("seed (in-process)", seed_time);
     println!(
-        "  OX answers each removal {delay} ms late (the removal phase lasts >= {} s)",
-        REMOVAL_PHASE.as_secs()
+        "  OX answers each removal, UDM each Shared Account create, {delay} ms late (each phase lasts >= {} s)",
+        SLOW_PHASE.as_secs()
     );
     line("pre run (export: plan + apply)", pre_time);
     line("post run (import: plan + apply)", post_time);
