@@ -48,6 +48,15 @@ fn promtool() -> PathBuf {
     built("STAGEHAND_PROMTOOL_BIN", "e2e/prometheus/build", &[])
 }
 
+/// Runs `promtool ARGS` in `dir` (its rule and test files there).
+fn promtool_in(dir: &std::path::Path, args: [&str; 3]) -> std::process::Output {
+    Command::new(promtool())
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
 /// The rule groups of the chart's PrometheusRule, as `helm template` renders them with the
 /// default values in `stagehand-system` (the namespace the unit tests' series carry).
 fn rendered_rules() -> serde_norway::Value {
@@ -271,12 +280,7 @@ fn dashboard_queries_run_in_prometheus(panels: &[serde_json::Value]) {
         serde_norway::to_string(&file).unwrap(),
     )
     .unwrap();
-    let promtool = promtool();
-    let check = Command::new(&promtool)
-        .current_dir(&dir)
-        .args(["check", "rules", "dashboard.rules.yaml"])
-        .output()
-        .unwrap();
+    let check = promtool_in(&dir, ["check", "rules", "dashboard.rules.yaml"]);
     let said = ok("promtool check rules (the dashboard's queries)", &check);
     assert!(
         said.contains(&format!("SUCCESS: {} rules found", rules.len())),
@@ -317,11 +321,7 @@ fn dashboard_queries_run_in_prometheus(panels: &[serde_json::Value]) {
         serde_norway::to_string(&tests).unwrap(),
     )
     .unwrap();
-    let test = Command::new(&promtool)
-        .current_dir(&dir)
-        .args(["test", "rules", "dashboard.test.yaml"])
-        .output()
-        .unwrap();
+    let test = promtool_in(&dir, ["test", "rules", "dashboard.test.yaml"]);
     ok(
         "promtool test rules (the dashboard's progress panel)",
         &test,
@@ -350,19 +350,10 @@ fn promtool_checks_and_unit_tests_the_chart_rules() {
         dir.join("rules.test.yaml"),
     )
     .unwrap();
-    let promtool = promtool();
-    let check = Command::new(&promtool)
-        .current_dir(&dir)
-        .args(["check", "rules", "rules.yaml"])
-        .output()
-        .unwrap();
+    let check = promtool_in(&dir, ["check", "rules", "rules.yaml"]);
     let said = ok("promtool check rules", &check);
     assert!(said.contains("SUCCESS: 5 rules found"), "{said}");
-    let test = Command::new(&promtool)
-        .current_dir(&dir)
-        .args(["test", "rules", "rules.test.yaml"])
-        .output()
-        .unwrap();
+    let test = promtool_in(&dir, ["test", "rules", "rules.test.yaml"]);
     ok("promtool test rules", &test);
 }
 
